@@ -153,7 +153,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   model's own template; 19 rows), by a rule committed before explain ran (``scripts/triage_queue.py kept24``),
   labelled by the labelling guide's decision order and committed before the triage ran, scored once (17/19 cause,
   19/19 fix, 6/11 nearest; ``python scripts/triage_kept7_score.py --set kept24.jsonl``; "Twenty-sixth batch:
-  kept24.jsonl (kept aside)")."""
+  kept24.jsonl (kept aside)").
+- ``kept26.jsonl``: the twenty-eighth batch, split ``"kept26"``, kept aside: the whole failing queue of
+  ``tests/data/real_outputs_kept23/`` (OpenVINO Model Server's C++ output-parser tests and FastDeploy's tool and
+  reasoning parser tests, each family on its model's own template; 28 rows), by a rule committed before explain ran
+  (``scripts/triage_queue.py kept26``), labelled by the labelling guide's decision order and committed before the
+  triage ran (``python scripts/triage_kept7_score.py --set kept26.jsonl``; "Twenty-eighth batch: kept26.jsonl (kept
+  aside)")."""
 
 from __future__ import annotations
 
@@ -361,7 +367,8 @@ SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 1
          "kept9.jsonl": 34, "kept10.jsonl": 33, "kept11.jsonl": 40, "kept12.jsonl": 6,
          "kept13.jsonl": 36, "kept14.jsonl": 11, "kept15.jsonl": 30, "kept16.jsonl": 30,
          "kept17.jsonl": 6, "kept18.jsonl": 21, "kept19.jsonl": 11,
-         "kept20.jsonl": 10, "kept21.jsonl": 12, "kept22.jsonl": 30, "kept23.jsonl": 21, "kept24.jsonl": 19}
+         "kept20.jsonl": 10, "kept21.jsonl": 12, "kept22.jsonl": 30, "kept23.jsonl": 21, "kept24.jsonl": 19,
+         "kept26.jsonl": 28}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -575,6 +582,14 @@ def test_the_twenty_sixth_batch_is_the_failing_queue_of_real_outputs_kept21():
     tests, each family on its model's own template; no NONE row)."""
     _check_queue_batch("kept24.jsonl", ["real_outputs_kept21"], prefix="", split="kept24", size=19, templates=7,
                        causes=5, fix_why=True)
+
+
+def test_the_twenty_eighth_batch_is_the_whole_failing_queue_of_real_outputs_kept23():
+    """kept26: the whole failing queue of tests/data/real_outputs_kept23/ (28 rows: OpenVINO Model Server's C++
+    output-parser tests and FastDeploy's tool and reasoning parser tests, each family on its model's own template; no
+    NONE row)."""
+    _check_queue_batch("kept26.jsonl", ["real_outputs_kept23"], prefix="", split="kept26", size=28, templates=8,
+                       causes=8, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
