@@ -20,6 +20,7 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept22.jsonl     # the twenty-fourth batch (SCORES["kept22.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["kept23"])
     python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["kept24"])
+    python scripts/triage_kept7_score.py --set kept26.jsonl     # the twenty-eighth batch (SCORES["kept26.jsonl"]["kept26"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
 kept22 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules).
