@@ -21,6 +21,7 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["kept23"])
     python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["kept24"])
     python scripts/triage_kept7_score.py --set kept25.jsonl     # the twenty-seventh batch (SCORES["kept25.jsonl"]["kept25"])
+    python scripts/triage_kept7_score.py --set kept26.jsonl     # the twenty-eighth batch (SCORES["kept26.jsonl"]["kept26"])
     python scripts/triage_kept7_score.py --set kept27.jsonl     # the twenty-ninth batch, public reports (SCORES["kept27.jsonl"]["kept27"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to

@@ -4,10 +4,11 @@ kept7.jsonl", "Tenth batch: kept8.jsonl", "Eleventh batch: kept9.jsonl", "Twelft
 batch: kept11.jsonl", "Fifteenth batch: kept13.jsonl", "Seventeenth batch: kept15.jsonl", "Eighteenth batch:
 kept16.jsonl", "Twentieth batch: kept18.jsonl", "Twenty-first batch: kept19.jsonl", "Twenty-second batch:
 kept20.jsonl", "Twenty-third batch: kept21.jsonl", "Twenty-fourth batch: kept22.jsonl", "Twenty-fifth batch:
-kept23.jsonl", "Twenty-sixth batch: kept24.jsonl", "Twenty-seventh batch: kept25.jsonl"; each rule was first committed as a script of its own, in git
+kept23.jsonl", "Twenty-sixth batch: kept24.jsonl", "Twenty-seventh batch: kept25.jsonl", "Twenty-eighth batch:
+kept26.jsonl"; each rule was first committed as a script of its own, in git
 history).
 
-    # BATCH: kept6 … kept13, kept15, kept16, kept18 … kept25
+    # BATCH: kept6 … kept13, kept15, kept16, kept18 … kept26
     python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]
 
 Every row of the batch's real-output sets that our parser at ``llama.cpp`` fidelity gets wrong (not
@@ -65,10 +66,13 @@ BATCHES = {
     # model gateways' and engines' Rust and C++ parser tests (the SMG gateway, SGLang's Rust router, xllm: projects
     # no set mined for tests), each family on its own template
     "kept25": ("real_outputs_kept22",),
+    # OpenVINO Model Server's C++ output-parser tests and FastDeploy's tool and reasoning parser tests (engines no set
+    # mined), each family on its own template
+    "kept26": ("real_outputs_kept23",),
 }
 # rows a batch takes from the head of its queue (40 unless named)
 SIZE = {"kept15": 30, "kept16": 30, "kept18": 30, "kept19": 30, "kept20": 30, "kept21": 30, "kept22": 30,
-        "kept23": 30, "kept24": 30, "kept25": 30}
+        "kept23": 30, "kept24": 30, "kept25": 30, "kept26": 30}
 
 
 def _bare(url: str) -> str:
