@@ -738,6 +738,11 @@ AGREEMENT = {
     "kept23-kept24": {"labellers": (35, 40), "within_second": (40, 40), "triage_first": (32, 40),
                       "triage_second": (31, 40), "triage_either": (33, 40), "consensus_cause": (30, 35),
                       "consensus_both": (30, 35)},
+    # kept aside, both labellers following the guide, measuring every round up to the sixteenth: kept25 (30 rows),
+    # kept26 (28), kept27 (1, public reports); first measure
+    "kept25-kept27": {"labellers": (51, 59), "within_second": (57, 59), "triage_first": (41, 59),
+                      "triage_second": (40, 59), "triage_either": (42, 59), "consensus_cause": (39, 51),
+                      "consensus_both": (36, 51)},
 }
 
 
