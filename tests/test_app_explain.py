@@ -76,7 +76,9 @@ def test_span_view_stop_point_and_cause():
     errs = [unmd(e.value) for e in at.error]
     assert any('expected `"arguments"`; found `"parameters"`' in e for e in errs), errs
     texts = [unmd(m.value) for m in at.markdown]
-    assert "**drift: other JSON shape**" in texts
+    # the triage's mistake (a field-name alias) leads; the stop point's reading agrees with it, in the CLI's words
+    assert "**also found (agrees with the mistake): drift: other JSON shape**" in texts
+    assert not any(t.startswith("**drift:") for t in texts)
 
 
 def test_one_click_fix_applies_the_override_on_the_overrides_page():

@@ -51,6 +51,50 @@ class Cause(str, enum.Enum):
     DRIFT = "drift from the template format"
 
 
+class FindingRole(str, enum.Enum):
+    """How an older cause (the stop point's reading, :mod:`core.explain.causes`) stands to the triage's mistake:
+    the mistake leads; the causes are the answer only when the triage names none (issue 26: one voice)."""
+
+    ANSWER = "answer"                   # the triage names no mistake: the causes are the explanation
+    AGREES = "agrees"                   # it names the triage's mistake or a part of it
+    STOP_POINT_ALONE = "stop point alone"   # it names another cause: what the stop point alone suggests
+
+
+# the triage's mistakes (``Mistake`` names) each cause agrees with; the two modules name the same fault from two
+# readings (the stop point, the whole output), so a cause outside its set contradicts the mistake on screen
+_CALL_MARKUP = frozenset({"OMITTED_OPENER", "OMITTED_MARKER", "OMITTED_CLOSER", "FOREIGN_WRAPPER",
+                          "CALL_OUTSIDE_SECTION", "TEMPLATE_MODEL_MISMATCH", "SPECIAL_TOKENS_STRIPPED",
+                          "FORMAT_NOT_FOUND", "ANALYSIS_MISREAD", "TRAILING_TEXT", "LEADING_TEXT", "FIELD_ALIAS"})
+_AGREES: dict[str, frozenset[str]] = {
+    "TRUNCATED": frozenset({"CUT_SHORT", "STOP_STRING_STRIPPED"}),
+    "MISSING_OPENER": frozenset({"OMITTED_OPENER", "CALL_OUTSIDE_SECTION", "SPECIAL_TOKENS_STRIPPED"}),
+    "OTHER_MARKER": _CALL_MARKUP - {"FORMAT_NOT_FOUND", "ANALYSIS_MISREAD", "TRAILING_TEXT", "LEADING_TEXT",
+                                    "FIELD_ALIAS"},
+    "OTHER_JSON_SHAPE": frozenset({"FIELD_ALIAS", "FOREIGN_WRAPPER", "DOUBLE_ENCODED_ARGUMENTS",
+                                   "TEMPLATE_MODEL_MISMATCH"}),
+    "WRONG_CALL_ID": frozenset({"CALL_ID_SHAPE"}),
+    "UNKNOWN_TOOL": frozenset({"UNKNOWN_TOOL"}),
+    "SCHEMA_MISMATCH": frozenset({"MISSING_REQUIRED", "UNKNOWN_PARAMETER", "TYPE_MISMATCH",
+                                  "DOUBLE_ENCODED_ARGUMENTS"}),
+    "REASONING_PREFILL": frozenset({"REOPENED_REASONING", "REASONING_NOT_CLOSED", "REASONING_SETTING"}),
+    "SPECIAL_TOKENS_STRIPPED": frozenset({"SPECIAL_TOKENS_STRIPPED"}),
+    "NO_TOOL_FORMAT": frozenset({"FORMAT_NOT_FOUND", "ANALYSIS_MISREAD", "TEMPLATE_MODEL_MISMATCH"}),
+    "TOOLS_NOT_REQUESTED": frozenset({"TOOLS_NOT_SENT"}),
+    "PARALLEL_NOT_REQUESTED": frozenset({"PARALLEL_NOT_REQUESTED"}),
+    "DRIFT": _CALL_MARKUP,
+}
+
+
+def finding_role(cause: "Cause", mistake: str) -> FindingRole:
+    """The role of a finding of ``cause`` beside the triage's mistake named ``mistake`` (``"NONE"`` or ``""``: the
+    triage names none). The fidelity difference is a fact of the two parsers, never a rival reading."""
+    if mistake in ("", "NONE"):
+        return FindingRole.ANSWER
+    if cause.name == "FIDELITY_DIFFERS" or mistake in _AGREES.get(cause.name, frozenset()):
+        return FindingRole.AGREES
+    return FindingRole.STOP_POINT_ALONE
+
+
 @dataclass
 class Finding:
     """One cause with its evidence (sentences a maintainer can check); ``overrides``: analysis overrides the
@@ -172,6 +216,29 @@ class Explanation:
         return "clean but suspicious" if self.suspicious else "clean"
 
     @property
+    def mistake(self) -> str:
+        """The triage's mistake (``Mistake`` name), ``""`` when there is no triage or it names none."""
+        name = getattr(getattr(self.triage, "mistake", None), "name", "")
+        return "" if name == "NONE" else name
+
+    @property
+    def finding_roles(self) -> list[FindingRole]:
+        """Each finding's role beside the triage's mistake (:func:`finding_role`), in order."""
+        return [finding_role(f.cause, self.mistake) for f in self.findings]
+
+    def answer(self) -> dict[str, Any]:
+        """What the explanation answers, and which reading decided it: ``from`` ``"triage"`` (its mistake leads;
+        the findings agree with it or are what the stop point alone suggests), ``"causes"`` (the triage names no
+        mistake: the findings are the answer) or ``"none"`` (nothing to explain); ``name`` and ``text`` of it."""
+        if self.mistake:
+            return {"from": "triage", "name": self.mistake, "text": self.triage.mistake.value,
+                    "sentence": self.triage.sentence}
+        if self.findings:
+            first = self.findings[0].cause
+            return {"from": "causes", "name": first.name, "text": first.value, "sentence": ""}
+        return {"from": "none", "name": "", "text": "", "sentence": ""}
+
+    @property
     def causes(self) -> list[str]:
         """Names (``Cause`` enum names) of the findings, in order."""
         return [f.cause.name for f in self.findings]
@@ -187,7 +254,9 @@ class Explanation:
                 "spans": [s.to_json() for s in self.spans],
                 "stop": self.stop.to_json() if self.stop else None,
                 "truncated": self.truncated.to_json() if self.truncated else None,
-                "findings": [f.to_json() for f in self.findings], "fixes": [f.to_json() for f in self.fixes],
+                "answer": self.answer(),
+                "findings": [dict(f.to_json(), role=r.value) for f, r in zip(self.findings, self.finding_roles)],
+                "fixes": [f.to_json() for f in self.fixes],
                 "other_fidelity_message": self.other, "consistency": self.consistency, "notes": self.notes,
                 "found_by": self.found_by, "triage": self.triage.to_json() if self.triage is not None else None}
 

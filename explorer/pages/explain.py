@@ -10,6 +10,7 @@ import json
 import streamlit as st
 
 from core.explain.call_relation import CallRelation, relation_lines
+from core.explain.present import finding_head
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -326,7 +327,8 @@ st.subheader("Why")
 if not ex["findings"]:
     st.caption("Nothing to explain: the format accounts for every character.")
 for f in ex["findings"]:
-    st.markdown(f"**{md_code(f['cause'])}**")
+    # the triage's mistake leads: a cause that agrees supports it, another is what the stop point alone suggests
+    st.markdown(f"**{md_code(finding_head(f['cause'], f['role']))}**")
     for e in f["evidence"]:
         words, path = split_rule_path(e)
         st.markdown("- " + md_code(words), help=md(f"grammar rules: {path}") if path else None)
@@ -362,6 +364,9 @@ elif not ex["fixes"] and tg.get("mistake") not in (None, "NONE"):
                     # contradicted a ranked fix offered a screen up
 else:
     st.subheader("Fixes that re-parse clean")
+    if ex["answer"]["from"] == "triage":
+        st.caption("Other changes that re-parse clean, from the stop point's reading: the ranked fixes above come "
+                   "first.")
     if not ex["fixes"]:
         st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):

@@ -1,0 +1,55 @@
+"""What explain shows (``core.explain.present``): the text view, ``explain --json`` and the Explain page speak with
+one voice (issue 26) — the triage's mistake leads and an older cause that disagrees is shown as what the stop point
+alone suggests; the stop point is said once; a huge output is shown as a bounded window; no internal names.
+
+The rows are dev rows of the triage (``tests/data/triage/kept23.jsonl``, each with its public source)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.chat.request import ChatRequest
+from core.explain.explain import explain
+from core.explain.present import text_lines
+from core.jinja.template import ChatTemplate
+
+from .conftest import ROOT, TEMPLATES
+
+pytestmark = pytest.mark.skipif(not TEMPLATES.is_dir(), reason="../shared/templates is not present")
+
+REQUEST_KEYS = ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format", "enable_thinking",
+                "add_generation_prompt", "chat_template_kwargs")
+
+
+def _row(case_id: str, set_name: str = "kept23.jsonl") -> dict:
+    rows = (ROOT / "tests" / "data" / "triage" / set_name).read_text(encoding="utf-8").splitlines()
+    return next(r for r in map(json.loads, rows) if r["id"] == case_id)
+
+
+def _explain(row: dict, output: str | None = None):
+    tpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    req = ChatRequest.from_dict({k: row[k] for k in REQUEST_KEYS if k in row})
+    return explain(tpl, req, row["input"] if output is None else output)
+
+
+# LMDeploy's streamed reasoning split across tags (Qwen3): the triage reads a reasoning setting, the stop point's
+# reading a marker without its line break
+SPLIT_TAGS = "kept20-lmdeploy-required-stream-reasoning-split-tags"
+
+
+def test_the_triages_mistake_leads_and_a_disagreeing_cause_is_what_the_stop_point_alone_suggests():
+    ex = _explain(_row(SPLIT_TAGS))
+    lines = text_lines(ex)
+    assert [ln for ln in lines if ln.startswith("mistake: ")] == [
+        "mistake: reasoning setting does not match the output — the model omitted `↵` before "
+        '`{"name":"get_weather","a`']
+    # no bare "cause:" beside the mistake: the one that agrees supports it, the other is the stop point's reading
+    assert not [ln for ln in lines if ln.startswith("cause: ")]
+    assert "also found (agrees with the mistake): reasoning prefill mismatch" in lines
+    assert ("what the stop point alone suggests (the mistake above is the answer): drift: other marker") in lines
+    data = ex.to_json()
+    assert data["answer"]["from"] == "triage" and data["answer"]["name"] == "REASONING_SETTING"
+    assert [(f["name"], f["role"]) for f in data["findings"]] == [("REASONING_PREFILL", "agrees"),
+                                                                  ("OTHER_MARKER", "stop point alone")]
