@@ -79,6 +79,10 @@ def test_span_view_stop_point_and_cause():
     # the triage's mistake (a field-name alias) leads; the stop point's reading agrees with it, in the CLI's words
     assert "**also found (agrees with the mistake): drift: other JSON shape**" in texts
     assert not any(t.startswith("**drift:") for t in texts)
+    # the stop point is said once, in its own section: not again in the evidence under a cause
+    stop_words = 'expected `"arguments"`; found `"parameters"`'
+    assert [t for t in texts + errs if stop_words in t] == [e for e in errs if stop_words in e] and len(
+        [e for e in errs if stop_words in e]) == 1
 
 
 def test_one_click_fix_applies_the_override_on_the_overrides_page():

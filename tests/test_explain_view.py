@@ -53,3 +53,16 @@ def test_the_triages_mistake_leads_and_a_disagreeing_cause_is_what_the_stop_poin
     assert data["answer"]["from"] == "triage" and data["answer"]["name"] == "REASONING_SETTING"
     assert [(f["name"], f["role"]) for f in data["findings"]] == [("REASONING_PREFILL", "agrees"),
                                                                   ("OTHER_MARKER", "stop point alone")]
+
+
+# vLLM's Gemma 4 test: a string value written without Gemma 4's <|"|> delimiters; the parse stops at `London`
+GEMMA_UNQUOTED = "kept20-vllm-gemma4-required-stream-unquoted-value"
+
+
+def test_the_stop_point_is_said_once():
+    ex = _explain(_row(GEMMA_UNQUOTED))
+    lines = text_lines(ex)
+    said = [ln for ln in lines if "output position 38" in ln and "@@" not in ln]     # not the diff's headers
+    assert len(said) == 1 and said[0].startswith("stopped at output position 38"), said
+    # the cause whose only evidence was the stop point says where to look instead
+    assert "  - where the parse stopped, said once above" in lines

@@ -27,10 +27,31 @@ def finding_head(cause: str, role: str) -> str:
     return ROLE_HEADS[FindingRole(role)].format(cause=cause)
 
 
+STOP_SEEN_ABOVE = "where the parse stopped, said once above"
+
+
+def restates_stop(line: str, stop: dict[str, Any] | None) -> bool:
+    """Whether an evidence ``line`` (the triage's or a cause's) only restates the stop point ``stop`` (its JSON):
+    the views say the stop point once, in its own section, and leave such lines out."""
+    if not stop:
+        return False
+    path = " > ".join(p for p in stop.get("path") or () if p)
+    pos, words = stop["output_pos"], stop["words"]
+    return line in (f"the parse stopped at output position {pos}: {words}",
+                    f"at output position {pos} (in {path or 'the top level'}): {words}")
+
+
+def shown_evidence(evidence: list[str], stop: dict[str, Any] | None) -> list[str]:
+    """``evidence`` without the lines that restate the stop point; a list that held only those says where to look."""
+    kept = [e for e in evidence if not restates_stop(e, stop)]
+    return kept if kept or not evidence else [STOP_SEEN_ABOVE]
+
+
 def text_lines(ex: Explanation) -> list[str]:
     """The text view of ``ex`` (what ``python -m core explain`` prints without ``--json``), as lines."""
     out: list[str] = []
     tg = ex.triage
+    stop = ex.stop.to_json() if ex.stop else None
     alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
     out.append(f"template {escape_invisible(ex.template, keep='')} · route {ex.route} · fidelity {ex.fidelity}{alone}"
                f" · parse {ex.verdict}")
@@ -50,7 +71,8 @@ def text_lines(ex: Explanation) -> list[str]:
                 out.append("     gives: " + show_invisible(json.dumps(f.message, ensure_ascii=False))[:300])
         elif tg.no_fix:
             out += ["", f"no change of ours helps: {tg.no_fix}"]
-        out += [f"  - {show_invisible(e)}" for e in tg.evidence]
+        evidence = [e for e in shown_evidence(tg.evidence, stop) if e != STOP_SEEN_ABOVE]
+        out += (["evidence:"] if evidence else []) + [f"  - {show_invisible(e)}" for e in evidence]
         if tg.relation is not None:
             rel: CallRelation = tg.relation
             lines = relation_lines(rel, tg.relation_decided)
@@ -68,7 +90,7 @@ def text_lines(ex: Explanation) -> list[str]:
     out += ["", "message: " + show_invisible(json.dumps(ex.message, ensure_ascii=False))]
     for f, role in zip(ex.findings, ex.finding_roles):
         out += ["", finding_head(f.cause.value, role.value)]
-        out += [f"  - {show_invisible(e)}" for e in f.evidence]
+        out += [f"  - {show_invisible(e)}" for e in shown_evidence(f.evidence, stop)]
     if ex.other is not None:
         out += ["", "other fidelity message: " + show_invisible(json.dumps(ex.other, ensure_ascii=False))]
     if ex.fixes and ex.mistake:

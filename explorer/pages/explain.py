@@ -10,7 +10,7 @@ import json
 import streamlit as st
 
 from core.explain.call_relation import CallRelation, relation_lines
-from core.explain.present import finding_head
+from core.explain.present import STOP_SEEN_ABOVE, finding_head, shown_evidence
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -200,8 +200,8 @@ if tg.get("mistake") not in (None, "NONE"):
             st.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
     with st.expander("Evidence"):
         # the stop point has its own section below; the evidence here is what the triage adds to it
-        for e in tg.get("evidence") or []:
-            if not e.startswith("the parse stopped at output position"):
+        for e in shown_evidence(tg.get("evidence") or [], ex["stop"]):
+            if e != STOP_SEEN_ABOVE:
                 st.markdown("- " + md_code(split_rule_path(e)[0]))
     if tg.get("relation"):
         # the template's call pieces (its own render of a call) against the output's markup, the CLI's lines; open
@@ -329,7 +329,7 @@ if not ex["findings"]:
 for f in ex["findings"]:
     # the triage's mistake leads: a cause that agrees supports it, another is what the stop point alone suggests
     st.markdown(f"**{md_code(finding_head(f['cause'], f['role']))}**")
-    for e in f["evidence"]:
+    for e in shown_evidence(f["evidence"], ex["stop"]):
         words, path = split_rule_path(e)
         st.markdown("- " + md_code(words), help=md(f"grammar rules: {path}") if path else None)
 if ex["other_fidelity_message"] is not None:
