@@ -561,3 +561,15 @@ def test_a_cause_the_labelling_guide_added_is_named_on_the_page_with_its_ranked_
     assert any(t.startswith("**text before the call the format does not allow** — ") for t in texts), texts
     assert "1. repair: switch on the repairs `bare-answer-after-reasoning`, `action-after-text`" in texts, texts
     assert [b.label for b in at.button if b.label == "Use this fix"] == ["Use this fix"]
+
+
+def test_a_huge_output_is_shown_as_a_window_around_the_stop_point():
+    """The drift output after 40,000 lines of "Sure." (240,000 characters, under the demo's 256 KB cap): the span
+    view drew every character; it draws the window around the stop point and says what it left out, where."""
+    big = "Sure.\n" * 40_000 + DRIFT[len("Sure.\n"):]
+    at = _explain(big)
+    body = next(b for b in html_bodies(at) if "cte-spans" in b)
+    assert len(body) < 60_000 and 'class="cte-stop"' in body
+    call = big.index("<tool_call>")     # where the repair truncated-call starts; the stop is 36 characters on
+    assert f"{call - 1_600:,} characters left out (output positions 800–{call - 800:,})" in body
+    assert any("Sure." in text for lab, text in _labels(at) if lab == "content")

@@ -12,7 +12,7 @@ import pytest
 
 from core.chat.request import ChatRequest
 from core.explain.explain import explain
-from core.explain.present import text_lines
+from core.explain.present import Gap, text_lines, window_spans
 from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
@@ -66,3 +66,32 @@ def test_the_stop_point_is_said_once():
     assert len(said) == 1 and said[0].startswith("stopped at output position 38"), said
     # the cause whose only evidence was the stop point says where to look instead
     assert "  - where the parse stopped, said once above" in lines
+
+
+def test_a_huge_output_is_shown_as_a_window_around_the_stop_with_what_is_left_out():
+    """The Gemma 4 row's output written 4,000 times over (228,000 characters, as a model that keeps repeating its
+    call): the text view printed every character (a 228 KB span line and a 228 KB message line); it shows the
+    window around the stop point and the repair, says how much is left out and where, and keeps exact positions."""
+    row = _row(GEMMA_UNQUOTED)
+    ex = _explain(row, row["input"] * 4000)
+    lines = text_lines(ex)
+    assert sum(len(ln) for ln in lines) < 20_000
+    gp = len(ex.generation_prompt)
+    assert f"  … {228_000 + gp - 879:,} characters left out (positions 879–{228_000 + gp:,}) …" in lines
+    part = next(ln for ln in lines if "[repaired: truncated-call" in ln)
+    assert part.startswith(f"  {gp:>5}-879   [repaired: truncated-call, part of {gp}-{228_000 + gp}] «<|tool_call>")
+    assert any(ln.startswith("stopped at output position 38 ") for ln in lines)
+    message = next(ln for ln in lines if ln.startswith("message: "))
+    assert f"… {228_000 - 400:,} characters left out …" in message and len(message) < 600
+
+
+def test_windows_keep_every_point_and_merge_overlaps():
+    spans = [{"start": 0, "end": 10, "label": "generation prompt", "text": "p" * 10},
+             {"start": 10, "end": 20_010, "label": "content", "text": "c" * 20_000}]
+    shown = window_spans(spans, 20_010, [1_000, 1_500, 15_000])
+    assert [(x.start, x.end) for x in shown if isinstance(x, Gap)] == [(0, 200), (2_300, 14_200), (15_800, 20_010)]
+    assert [(x["start"], x["end"], x["whole"]) for x in shown if not isinstance(x, Gap)] == [
+        (200, 2_300, [10, 20_010]), (14_200, 15_800, [10, 20_010])]
+    assert Gap(2_300, 14_200).words(10) == "… 11,900 characters left out (output positions 2,290–14,190) …"
+    # a short text is shown whole
+    assert window_spans(spans[:1], 10, []) == spans[:1]

@@ -9,6 +9,7 @@ each one that agrees with the mistake as supporting it, each other one as what t
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from ..escapes import escape_invisible
@@ -47,6 +48,103 @@ def shown_evidence(evidence: list[str], stop: dict[str, Any] | None) -> list[str
     return kept if kept or not evidence else [STOP_SEEN_ABOVE]
 
 
+SHOWN_WHOLE = 6000
+"""A text (generation prompt + output) up to this many characters is shown whole; a longer one as windows."""
+WINDOW = 800
+"""Characters shown either side of each point of interest (the stop, the cut, an edit, a repair) of a long text."""
+
+
+@dataclass(frozen=True)
+class Gap:
+    """``[start, end)`` of the text a view leaves out (positions in generation prompt + output, as the spans')."""
+
+    start: int
+    end: int
+
+    def words(self, gp: int = 0, where: str = "output positions") -> str:
+        """``… 12,345 characters left out (output positions 800–13,145) …`` (``gp``: the generation prompt's length,
+        taken off to give output positions)."""
+        return (f"… {self.end - self.start:,} characters left out ({where} {max(0, self.start - gp):,}"
+                f"–{max(0, self.end - gp):,}) …")
+
+
+def focus_points(data: dict[str, Any]) -> list[int]:
+    """The positions of ``data`` (an explanation's JSON) a view of a long text keeps in sight: the output's start
+    (so the generation prompt is never left out), the stop point, where a cut output ends, the nearest output's
+    edits and the spans a repair changed."""
+    gp = len(data.get("generation_prompt") or "")
+    points = [gp] + [st["pos"] for st in (data.get("stop"), data.get("truncated")) if st]
+    near = (data.get("triage") or {}).get("nearest") or {}
+    points += [gp + e["pos"] for e in near.get("edits") or ()]
+    points += [sp["start"] for sp in data.get("spans") or () if sp.get("repair")][:8]
+    return sorted(set(points))
+
+
+def windows(length: int, points: list[int], *, whole: int = SHOWN_WHOLE, width: int = WINDOW
+            ) -> list[tuple[int, int]]:
+    """The ``[start, end)`` ranges of a text of ``length`` characters a view shows: all of it up to ``whole``;
+    else ``width`` characters either side of each point, merged (the head and the tail when there is none)."""
+    if length <= whole:
+        return [(0, length)]
+    wanted = [(max(0, p - width), min(length, p + width)) for p in points] or [(0, width), (length - width, length)]
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(wanted):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def window_spans(spans: list[dict[str, Any]], length: int, points: list[int]) -> list[dict[str, Any] | Gap]:
+    """``spans`` (JSON dicts) cut to :func:`windows`, in order, with a :class:`Gap` for each stretch left out: a
+    span partly shown keeps its label and field, its ``start``/``end`` the part shown and ``whole`` its own."""
+    shown = windows(length, points)
+    if shown == [(0, length)]:
+        return list(spans)
+    out: list[dict[str, Any] | Gap] = []
+    at = 0
+    i = 0
+    for a, b in shown:
+        if a > at:
+            out.append(Gap(at, a))
+        while i < len(spans) and spans[i]["end"] <= a:
+            i += 1
+        j = i
+        while j < len(spans) and spans[j]["start"] < b:
+            sp = spans[j]
+            lo, hi = max(a, sp["start"]), min(b, sp["end"])
+            out.append(sp if (lo, hi) == (sp["start"], sp["end"]) else
+                       {**sp, "start": lo, "end": hi, "text": sp["text"][lo - sp["start"]:hi - sp["start"]],
+                        "whole": [sp["start"], sp["end"]]})
+            j += 1
+        at = b
+    if at < length:
+        out.append(Gap(at, length))
+    return out
+
+
+LONG_STRING = 400
+"""A string of a message longer than this is shown cut in the text view (its head and tail, the count between)."""
+
+
+def cut_strings(value: Any, limit: int = LONG_STRING) -> Any:
+    """``value`` (a message's JSON) with each string longer than ``limit`` cut to its head and tail and the number
+    of characters left out between them (the text view of a huge output; ``--json`` carries the message whole)."""
+    if isinstance(value, str) and len(value) > limit:
+        half = limit // 2
+        return f"{value[:half]}… {len(value) - 2 * half:,} characters left out …{value[-half:]}"
+    if isinstance(value, dict):
+        return {k: cut_strings(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cut_strings(v, limit) for v in value]
+    return value
+
+
+def _message(value: Any) -> str:
+    return show_invisible(json.dumps(cut_strings(value), ensure_ascii=False))
+
+
 def text_lines(ex: Explanation) -> list[str]:
     """The text view of ``ex`` (what ``python -m core explain`` prints without ``--json``), as lines."""
     out: list[str] = []
@@ -68,7 +166,7 @@ def text_lines(ex: Explanation) -> list[str]:
             for i, f in enumerate(tg.fixes, 1):
                 out.append(f"  {i}. [{f.kind.value}] {show_invisible(f.description)}"
                            + (f"  (apply: {f.cli})" if f.cli else ""))
-                out.append("     gives: " + show_invisible(json.dumps(f.message, ensure_ascii=False))[:300])
+                out.append("     gives: " + _message(f.message))
         elif tg.no_fix:
             out += ["", f"no change of ours helps: {tg.no_fix}"]
         evidence = [e for e in shown_evidence(tg.evidence, stop) if e != STOP_SEEN_ABOVE]
@@ -78,26 +176,36 @@ def text_lines(ex: Explanation) -> list[str]:
             lines = relation_lines(rel, tg.relation_decided)
             out += [""] + [("  " if i else "") + line for i, line in enumerate(lines)]
     out += ["", "spans (text of generation prompt + output; [label field] «text»):"]
-    for s in ex.spans:
-        tag = s.display_label + (f" {s.field}" if s.field and not s.field.startswith("{") else "") \
-            + (f" #{s.call}" if s.call >= 0 else "") + (" (prompt)" if s.in_prompt else "")
-        out.append(f"  {s.start:>5}-{s.end:<5} [{tag}] «{visible_text(s.text)}»")
+    data = {"generation_prompt": ex.generation_prompt, "stop": stop, "truncated": ex.truncated.to_json()
+            if ex.truncated else None, "triage": {"nearest": tg.nearest.to_json()} if ex.mistake and tg.nearest else {},
+            "spans": [s.to_json() for s in ex.spans]}
+    for s in window_spans(data["spans"], len(ex.text), focus_points(data)):
+        if isinstance(s, Gap):
+            out.append(f"  {s.words(0, 'positions')}")
+            continue
+        label = f"repaired: {s['repair']}" if s.get("repair") else s["label"]
+        field = s.get("field", "")
+        tag = label + (f" {field}" if field and not field.startswith("{") else "") \
+            + (f" #{s['call']}" if "call" in s else "") + (" (prompt)" if s.get("in_prompt") else "")
+        if "whole" in s:
+            tag += f", part of {s['whole'][0]}-{s['whole'][1]}"
+        out.append(f"  {s['start']:>5}-{s['end']:<5} [{tag}] «{visible_text(s['text'])}»")
     if ex.stop:
         out += ["", f"stopped at output position {ex.stop.output_pos} ({' > '.join(ex.stop.path) or 'top level'}): "
                 f"{ex.stop.words()}"]
     if ex.truncated:
         out += ["", f"truncated: {ex.truncated.words()} ({' > '.join(ex.truncated.path) or 'top level'})"]
-    out += ["", "message: " + show_invisible(json.dumps(ex.message, ensure_ascii=False))]
+    out += ["", "message: " + _message(ex.message)]
     for f, role in zip(ex.findings, ex.finding_roles):
         out += ["", finding_head(f.cause.value, role.value)]
         out += [f"  - {show_invisible(e)}" for e in shown_evidence(f.evidence, stop)]
     if ex.other is not None:
-        out += ["", "other fidelity message: " + show_invisible(json.dumps(ex.other, ensure_ascii=False))]
+        out += ["", "other fidelity message: " + _message(ex.other)]
     if ex.fixes and ex.mistake:
         out += ["", "other changes that re-parse clean (the stop point's reading; the ranked fixes above come first):"]
     for fx in ex.fixes:
         out += ["", f"fix ({fx.kind.value}, re-parsed clean): {fx.description}",
-                "  gives: " + show_invisible(json.dumps(fx.message, ensure_ascii=False))]
+                "  gives: " + _message(fx.message)]
     if not ex.fixes and not ex.clean:
         out += ["", "no candidate change parses this output clean"]
     if ex.consistency:

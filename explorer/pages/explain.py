@@ -10,7 +10,7 @@ import json
 import streamlit as st
 
 from core.explain.call_relation import CallRelation, relation_lines
-from core.explain.present import STOP_SEEN_ABOVE, finding_head, shown_evidence
+from core.explain.present import STOP_SEEN_ABOVE, Gap, finding_head, focus_points, shown_evidence, window_spans
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -246,7 +246,15 @@ def _stop_html(stop: dict, kind: str) -> str:
 
 body = []
 stop = ex["stop"]
-for sp in ex["spans"]:
+gp_len = len(ex["generation_prompt"])
+# a huge output is shown as windows around the stop point, the cut, the edits and the repairs, each stretch left out
+# said with its size and exact output positions (present.window_spans, the text view's)
+shown = window_spans(ex["spans"], ex["spans"][-1]["end"] if ex["spans"] else gp_len, focus_points(ex))
+for sp in shown:
+    if isinstance(sp, Gap):
+        body.append(f'<span class="cte-gap" style="opacity:0.75;font-style:italic">\n{html.escape(sp.words(gp_len))}'
+                    '\n</span>')
+        continue
     if stop is not None and sp["start"] <= stop["pos"] < sp["end"]:
         cut = stop["pos"] - sp["start"]
         if cut:
@@ -256,7 +264,7 @@ for sp in ex["spans"]:
         continue
     body.append(_span_html(sp))
 if stop is not None and stop["pos"] >= len(ex["generation_prompt"] + ex.get("output", "")) and \
-        not any(sp["start"] <= stop["pos"] < sp["end"] for sp in ex["spans"]):
+        not any(sp["start"] <= stop["pos"] < sp["end"] for sp in shown if not isinstance(sp, Gap)):
     body.append(_stop_html(stop, "stop"))
 if ex["truncated"] is not None:
     body.append(_stop_html(ex["truncated"], "truncated"))
