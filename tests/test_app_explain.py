@@ -79,6 +79,9 @@ def test_span_view_stop_point_and_cause():
     # the triage's mistake (a field-name alias) leads; the stop point's reading agrees with it, in the CLI's words
     assert "**also found (agrees with the mistake): drift: other JSON shape**" in texts
     assert not any(t.startswith("**drift:") for t in texts)
+    # the parse that made the message in the field's words (it said "parse recovered (recover-content)")
+    assert "Route auto-parser · fidelity llama.cpp · parse recovered: everything after the reasoning kept as " \
+           "content" in texts
     # the stop point is said once, in its own section: not again in the evidence under a cause
     stop_words = 'expected `"arguments"`; found `"parameters"`'
     assert [t for t in texts + errs if stop_words in t] == [e for e in errs if stop_words in e] and len(

@@ -95,3 +95,34 @@ def test_windows_keep_every_point_and_merge_overlaps():
     assert Gap(2_300, 14_200).words(10) == "… 11,900 characters left out (output positions 2,290–14,190) …"
     # a short text is shown whole
     assert window_spans(spans[:1], 10, []) == spans[:1]
+
+
+# MLX Omni Server's Llama 3 parser test: the call in an XML document's <json> element
+LLAMA_XML = "kept19-mlxomni-llama3-invalid-responses-1"
+
+
+def test_no_internal_names_in_the_text_view_or_the_page_data():
+    # the parser's entry names (`prefix+rest`, `main` for a cut output) are said in the field's words
+    ex = _explain(_row(GEMMA_UNQUOTED))
+    assert text_lines(ex)[0].endswith("· parse recovered: the longest start that parses, the rest kept as content")
+    assert ex.to_json()["verdict"] == "prefix+rest"      # --json keeps the entry's name beside the words
+    cut = _explain(_row(GEMMA_UNQUOTED), _row(GEMMA_UNQUOTED)["input"][:30])
+    assert text_lines(cut)[0].endswith("· parse cut short: the output ends inside a tool call")
+    assert cut.to_json()["verdict_text"] == "cut short: the output ends inside a tool call"
+    # the value the triage renders a call with (a probe no template writes) and the relation's class name
+    lines = text_lines(_explain(_row(LLAMA_XML, "kept22.jsonl")))
+    shown = "\n".join(lines)
+    assert "zqv" not in shown and "FOREIGN_WRAPPER" not in shown, shown
+    assert ('  render: `{"name":␣"get_current_weather",␣"parameters":␣{"location":␣"‹value›",␣"unit":␣"‹value›"}}` '
+            "(‹value›: an argument's value)") in lines
+    assert any(ln.startswith("call relation: every piece written, inside markup the template does not render (")
+               for ln in lines)
+
+
+def test_the_probe_values_shown_as_value_are_the_triages():
+    from core.explain import nearest, triage
+    from core.explain.call_relation import PROBE_VALUE
+
+    fills = [triage._FILL.format(i) for i in range(12)] + [triage._NUMBER_FILL.format(i) for i in range(12)]
+    assert all(PROBE_VALUE.fullmatch(f) for f in fills + [nearest._TAIL_FILL])
+    assert not PROBE_VALUE.search("975312345 zqvx 1975310")

@@ -13,6 +13,8 @@ from typing import Any
 
 from ..analysis import reapply
 from ..jinja.limits import over_budget
+from ..chat.generator import (MAIN_REST, PARTIAL_PREFIX, PENDING_HEADER, PREFIX_REST, RECOVER_CONTENT,
+                              RECOVER_TRAILING)
 from ..chat.message import AssistantMessage
 from ..chat.pipeline import build_chat_parser, build_chat_parser_or_content, cached_analysis
 from ..chat.request import ChatRequest
@@ -159,6 +161,21 @@ class StopPoint:
                 "path": list(self.path), "words": self.words()}
 
 
+# the parse that made the message (the parser's entry names, ``core.chat.generator``) in the field's words
+ENTRY_WORDS = {
+    MAIN: "stopped early: the format does not account for every character",
+    "main+ignored": "the text after the end of the format dropped, as llama.cpp drops it",
+    RECOVER_TRAILING: "recovered: the text the format does not allow kept as content",
+    MAIN_REST: "recovered: the text from where the parse stopped kept as content",
+    RECOVER_CONTENT: "recovered: everything after the reasoning kept as content",
+    PREFIX_REST: "recovered: the longest start that parses, the rest kept as content",
+    PARTIAL_PREFIX: "recovered: the message of the longest start that parses",
+    "raw": "not parsed: the whole output kept as content",
+    "no-parser": "not parsed: llama.cpp serves no parser for this template",
+    PENDING_HEADER: "incomplete: the output is still a turn header",
+}
+
+
 @dataclass
 class Explanation:
     """Everything :func:`explain` found for one (template, request, output).
@@ -239,6 +256,16 @@ class Explanation:
         return {"from": "none", "name": "", "text": "", "sentence": ""}
 
     @property
+    def verdict_text(self) -> str:
+        """The verdict in the field's words, as the text view and the page say it (``verdict`` names the parser's
+        entry: ``prefix+rest``, ``main`` for a cut output, … are internal names)."""
+        if self.clean:
+            return self.verdict
+        if self.entry == MAIN and self.truncated is not None:
+            return "cut short: the output ends inside a tool call"
+        return ENTRY_WORDS.get(self.entry, f"recovered ({self.entry})")
+
+    @property
     def causes(self) -> list[str]:
         """Names (``Cause`` enum names) of the findings, in order."""
         return [f.cause.name for f in self.findings]
@@ -250,7 +277,8 @@ class Explanation:
         return {"template": self.template, "route": self.route, "fidelity": self.fidelity,
                 "only_repairs": self.only_repairs, "entry": self.entry,
                 "clean": self.clean and not self.suspicious, "suspicious": self.suspicious,
-                "parse_clean": self.clean, "verdict": self.verdict, "generation_prompt": self.generation_prompt, "message": self.message,
+                "parse_clean": self.clean, "verdict": self.verdict,
+                "verdict_text": self.verdict_text, "generation_prompt": self.generation_prompt, "message": self.message,
                 "spans": [s.to_json() for s in self.spans],
                 "stop": self.stop.to_json() if self.stop else None,
                 "truncated": self.truncated.to_json() if self.truncated else None,

@@ -152,7 +152,7 @@ def text_lines(ex: Explanation) -> list[str]:
     stop = ex.stop.to_json() if ex.stop else None
     alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
     out.append(f"template {escape_invisible(ex.template, keep='')} · route {ex.route} · fidelity {ex.fidelity}{alone}"
-               f" · parse {ex.verdict}")
+               f" · parse {ex.verdict_text}")
     for note in ex.notes if ex.entry == "no-parser" else ():
         out += ["", show_invisible(note)]
     if ex.mistake:

@@ -168,8 +168,7 @@ if applied:
     st.success(md(f"Applied: {applied}"))
 
 tg = ex.get("triage") or {}
-verdict = ex["verdict"] if ex["parse_clean"] else f"recovered ({ex['entry']})"
-st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {verdict}"))
+st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {ex['verdict_text']}"))
 if ex["entry"] == "no-parser":   # the template does not render: why, and what would (improvement transformers-dialect)
     for note in ex.get("notes") or []:
         st.warning(md(note))
