@@ -576,3 +576,25 @@ def test_a_huge_output_is_shown_as_a_window_around_the_stop_point():
     call = big.index("<tool_call>")     # where the repair truncated-call starts; the stop is 36 characters on
     assert f"{call - 1_600:,} characters left out (output positions 800–{call - 800:,})" in body
     assert any("Sure." in text for lab, text in _labels(at) if lab == "content")
+
+
+def test_every_ranked_fix_applies_in_one_click_and_the_page_shows_the_message_it_gives():
+    """Each ranked fix has one "Use this fix" button, the template patch too (it was a download only), and after a
+    click the page shows the re-parsed message right under "Applied" (it was only in a closed expander further
+    down)."""
+    at = _explain(DRIFT)
+    texts = [unmd(m.value) for m in at.markdown]
+    fixes = [t for t in texts if t[:3] in ("1. ", "2. ", "3. ", "4. ", "5. ")]
+    uses = [b for b in at.button if b.label == "Use this fix"]
+    assert len(uses) == len(fixes) >= 2, (fixes, [b.label for b in at.button])
+    patch = next(i for i, f in enumerate(fixes) if "template: patch the template" in f)
+    at.button(key=f"triage_fix_{patch}").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["template"].origin == "edited"
+    assert '"parameters"' in at.session_state["template"].source
+    assert any(unmd(s.value).startswith("Applied: patch the template") for s in at.success), \
+        [s.value for s in at.success]
+    assert "The message now (the output re-parsed with the fix):" in [c.value for c in at.caption]
+    now = json.loads(next(c.value for c in at.code if c.language == "json" and '"tool_calls"' in c.value))
+    assert [c["function"]["name"] for c in now["tool_calls"]] == ["get_weather"]
+    assert any("parse clean" in unmd(m.value) for m in at.markdown)

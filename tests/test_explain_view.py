@@ -126,3 +126,11 @@ def test_the_probe_values_shown_as_value_are_the_triages():
     fills = [triage._FILL.format(i) for i in range(12)] + [triage._NUMBER_FILL.format(i) for i in range(12)]
     assert all(PROBE_VALUE.fullmatch(f) for f in fills + [nearest._TAIL_FILL])
     assert not PROBE_VALUE.search("975312345 zqvx 1975310")
+
+
+def test_no_invisible_or_bidi_character_reaches_the_text_view():
+    # a key written with a U+202E inside (built to attack a view; no model wrote it): every line shows it escaped
+    row = _row(GEMMA_UNQUOTED)
+    ex = _explain(row, row["input"].replace("location", "loca\u202etion\u200b"))
+    shown = "\n".join(text_lines(ex))
+    assert "\u202e" not in shown and "\u200b" not in shown and "loca\\u202etion\\u200b" in shown

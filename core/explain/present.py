@@ -210,7 +210,9 @@ def text_lines(ex: Explanation) -> list[str]:
         out += ["", "no candidate change parses this output clean"]
     if ex.consistency:
         out += ["", f"WARNING (a bug of this tool): {ex.consistency}"]
-    return out
+    # every line once more through the one escape: a rule path, a field or a sentence that quotes the output or the
+    # request cannot reorder or hide what the terminal shows (already escaped text is left as it is)
+    return [show_invisible(line) for line in out]
 
 
 def relation_of(data: dict[str, Any]) -> list[str]:

@@ -79,6 +79,18 @@ def _apply_triage_fix(fix: dict) -> None:
         st.session_state[_only_key()] = list(change["repairs"])
         st.session_state["explain_applied"] = (fix["description"] + " — the explanation below now parses at "
                                                "improved fidelity with only this repair on")
+    elif "template_patch" in change:
+        # the patched template becomes the current one (an edit of it, as the Edit page makes): this page re-parses
+        # the output with it; the fidelity it was re-parsed at goes with it
+        state.set_current(state.from_edit(tpl, _patched(change["template_patch"])))
+        if change.get("fidelity"):
+            st.session_state["fidelity"] = change["fidelity"]
+        st.session_state["explain_applied"] = fix["description"] + " — the patched template is now the current one"
+    elif "overrides" in change and len(change) == 1:
+        # the override lands on the Overrides page (with its provenance), and this page shows what it gives
+        _apply_fix(fix)
+        st.session_state.pop("explain_goto", None)
+        st.session_state["explain_applied"] = fix["description"] + " — it is on the Overrides page"
     elif "server" in change:
         st.session_state["in_output"] = change["output"]
         st.session_state["explain_applied"] = fix["description"]
@@ -87,6 +99,14 @@ def _apply_triage_fix(fix: dict) -> None:
             st.session_state["explain_applied"] += f" — at {change['fidelity']} fidelity (switched)"
     else:
         _apply_fix(fix)
+
+
+def _patched(patch: list) -> str:
+    """The current template's source with a template patch's ``[old, new]`` replacements made."""
+    patched = tpl.source
+    for old, new in patch:
+        patched = patched.replace(old, new)
+    return patched
 
 
 def _needs_fidelity(fix: dict) -> str:
@@ -165,7 +185,10 @@ if only is not None:
 
 applied = st.session_state.pop("explain_applied", None)
 if applied:
+    # the click re-parsed the output with the change: the message it gives now, right where the click was seen
     st.success(md(f"Applied: {applied}"))
+    st.caption("The message now (the output re-parsed with the fix):")
+    show_json(ex["message"])
 
 tg = ex.get("triage") or {}
 st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {ex['verdict_text']}"))
@@ -190,11 +213,11 @@ if tg.get("mistake") not in (None, "NONE"):
         st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]) + _needs_fidelity(fx),
                     help=md(f"CLI: explain … {fx['cli']}") if fx.get("cli") else None)
         if "template_patch" in fx["change"]:
-            patched = tpl.source
-            for old, new in fx["change"]["template_patch"]:
-                patched = patched.replace(old, new)
-            st.download_button("Download the patched template", patched, file_name=f"patched-{tpl.name}",
-                               mime="text/plain", key=f"triage_fix_{i}")
+            left, right = st.columns(2)
+            left.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,),
+                        help="Makes the patched template the current one (an edit, as on the Edit page)")
+            right.download_button("Download the patched template", _patched(fx["change"]["template_patch"]),
+                                  file_name=f"patched-{tpl.name}", mime="text/plain", key=f"triage_fix_dl_{i}")
         else:
             st.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
     with st.expander("Evidence"):
