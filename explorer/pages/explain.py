@@ -25,6 +25,9 @@ if tpl is None:
 urlstate.restore_explain()      # a permalink (x=…) puts its request and output back first
 state.default("in_output", state.sample_output(tpl))
 
+MESSAGE_CLIP = 2000     # characters of a message's string shown (a huge output's content), the count of the rest said
+
+
 def _apply_fix(fix: dict) -> None:
     """One click: put the fix's change where the explorer keeps it, and go where it shows. A change carries
     ``fidelity`` beside its other parts when its re-parse needed that fidelity (a request edit or a server setting
@@ -186,9 +189,9 @@ if only is not None:
 applied = st.session_state.pop("explain_applied", None)
 if applied:
     # the click re-parsed the output with the change: the message it gives now, right where the click was seen
-    st.success(md(f"Applied: {applied}"))
+    st.success(md_code(f"Applied: {applied}"))
     st.caption("The message now (the output re-parsed with the fix):")
-    show_json(ex["message"])
+    show_json(ex["message"], clip=MESSAGE_CLIP)
 
 tg = ex.get("triage") or {}
 st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {ex['verdict_text']}"))
@@ -366,13 +369,13 @@ if ex["other_fidelity_message"] is not None:
     left, right = st.columns(2)
     with left:
         st.caption(md(f"{ex['fidelity']} fidelity"))
-        show_json(ex["message"])
+        show_json(ex["message"], clip=MESSAGE_CLIP)
     with right:
         st.caption("the other fidelity")
-        show_json(ex["other_fidelity_message"])
+        show_json(ex["other_fidelity_message"], clip=MESSAGE_CLIP)
 else:
     with st.expander("Parsed message"):
-        show_json(ex["message"])
+        show_json(ex["message"], clip=MESSAGE_CLIP)
 
 # ---------------------------------------------------------------- fixes
 
@@ -401,7 +404,7 @@ else:
         st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):
     st.markdown(_fix_words(fx))
-    show_json(fx["message"], height=160)
+    show_json(fx["message"], height=160, clip=MESSAGE_CLIP)
     st.button("Apply", key=f"explain_fix_{i}", on_click=_apply_fix, args=(fx,))
 
 # ---------------------------------------------------------------- reproducer
