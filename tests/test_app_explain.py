@@ -598,3 +598,13 @@ def test_every_ranked_fix_applies_in_one_click_and_the_page_shows_the_message_it
     now = json.loads(next(c.value for c in at.code if c.language == "json" and '"tool_calls"' in c.value))
     assert [c["function"]["name"] for c in now["tool_calls"]] == ["get_weather"]
     assert any("parse clean" in unmd(m.value) for m in at.markdown)
+
+
+def test_a_cut_output_is_said_in_words_the_rule_names_kept_for_the_tooltip():
+    """DRIFT cut inside the tool's name: the mistake's sentence and the causes said "ends inside tool-calls >
+    tool-call > …" (the parser's rule names); they say "inside a tool call", the rule names stay in the tooltip."""
+    at = _explain(DRIFT[:DRIFT.index("get_wea") + len("get_wea")])
+    texts = [unmd(m.value) for m in at.markdown] + [unmd(w.value) for w in at.warning]
+    assert any("ends inside a tool call" in t for t in texts), texts
+    assert not [t for t in texts if " > " in t], [t for t in texts if " > " in t]
+    assert any(t.startswith("Route auto-parser · fidelity llama.cpp · parse cut short") for t in texts), texts

@@ -80,7 +80,7 @@ def test_a_huge_output_is_shown_as_a_window_around_the_stop_with_what_is_left_ou
     assert f"  … {228_000 + gp - 879:,} characters left out (positions 879–{228_000 + gp:,}) …" in lines
     part = next(ln for ln in lines if "[repaired: truncated-call" in ln)
     assert part.startswith(f"  {gp:>5}-879   [repaired: truncated-call, part of {gp}-{228_000 + gp}] «<|tool_call>")
-    assert any(ln.startswith("stopped at output position 38 ") for ln in lines)
+    assert any(ln.startswith("stopped at output position 38: ") for ln in lines)
     message = next(ln for ln in lines if ln.startswith("message: "))
     assert f"… {228_000 - 400:,} characters left out …" in message and len(message) < 600
 
@@ -109,6 +109,14 @@ def test_no_internal_names_in_the_text_view_or_the_page_data():
     cut = _explain(_row(GEMMA_UNQUOTED), _row(GEMMA_UNQUOTED)["input"][:30])
     assert text_lines(cut)[0].endswith("· parse cut short: the output ends inside a tool call")
     assert cut.to_json()["verdict_text"] == "cut short: the output ends inside a tool call"
+    # the parser's rule names only on the line of the cut, named as such; the sentences say where in words
+    lines = text_lines(cut)
+    assert [ln for ln in lines if "tool-call > tool-0" in ln] == [
+        "the output ends inside a tool call: expected `:`; found the end of the output (grammar rules: tool-call > "
+        "tool-0 > tool > tool-args-as:gemma4 > gemma4-dict > gemma4-dict-kv > gemma4-dict-key)"]
+    assert "mistake: output cut short (max_tokens or a stop string) — the output ends inside a tool call: nothing "\
+           "after that point was generated" in lines
+    assert lines.count("evidence:") == 0      # its one evidence line was the sentence, said once
     # the value the triage renders a call with (a probe no template writes) and the relation's class name
     lines = text_lines(_explain(_row(LLAMA_XML, "kept22.jsonl")))
     shown = "\n".join(lines)

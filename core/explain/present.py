@@ -42,10 +42,27 @@ def restates_stop(line: str, stop: dict[str, Any] | None) -> bool:
                     f"at output position {pos} (in {path or 'the top level'}): {words}")
 
 
-def shown_evidence(evidence: list[str], stop: dict[str, Any] | None) -> list[str]:
-    """``evidence`` without the lines that restate the stop point; a list that held only those says where to look."""
-    kept = [e for e in evidence if not restates_stop(e, stop)]
-    return kept if kept or not evidence else [STOP_SEEN_ABOVE]
+def shown_evidence(evidence: list[str], stop: dict[str, Any] | None, said: str = "") -> list[str]:
+    """``evidence`` without the lines that restate the stop point or ``said`` (the mistake's sentence, shown above
+    it); a list that held only the stop point says where to look."""
+    kept = [e for e in evidence if not restates_stop(e, stop) and e != said]
+    return kept if kept or not evidence or all(e == said for e in evidence) else [STOP_SEEN_ABOVE]
+
+
+def plain_paths(line: str, points: list[dict[str, Any] | None]) -> str:
+    """``line`` with the parser's rule path of a stop point or a cut (``points``: their JSON) that a sentence quotes
+    (``the output ends inside tool-call > tool-0 > …``) said as the part of the output it is: a tool call, the
+    reasoning or the format. The rule names stay on the stop point's own line (the page: its tooltip)."""
+    for st in points:
+        if not st:
+            continue
+        rules = [r for r in st.get("path") or () if r]
+        path = " > ".join(rules)
+        if path and f"inside {path}" in line:
+            part = "a tool call" if any(r.startswith("tool") for r in rules) else \
+                "the reasoning" if any("reason" in r or "think" in r for r in rules) else "the format"
+            line = line.replace(f"inside {path}", f"inside {part}")
+    return line
 
 
 SHOWN_WHOLE = 6000
@@ -141,6 +158,10 @@ def cut_strings(value: Any, limit: int = LONG_STRING) -> Any:
     return value
 
 
+def _rules(path: tuple[str, ...]) -> str:
+    return f" (grammar rules: {' > '.join(path)})" if any(path) else ""
+
+
 def _message(value: Any) -> str:
     return show_invisible(json.dumps(cut_strings(value), ensure_ascii=False))
 
@@ -150,13 +171,14 @@ def text_lines(ex: Explanation) -> list[str]:
     out: list[str] = []
     tg = ex.triage
     stop = ex.stop.to_json() if ex.stop else None
+    points = [stop, ex.truncated.to_json() if ex.truncated else None]
     alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
     out.append(f"template {escape_invisible(ex.template, keep='')} · route {ex.route} · fidelity {ex.fidelity}{alone}"
                f" · parse {ex.verdict_text}")
     for note in ex.notes if ex.entry == "no-parser" else ():
         out += ["", show_invisible(note)]
     if ex.mistake:
-        out += ["", f"mistake: {tg.mistake.value} — {show_invisible(tg.sentence)}"]
+        out += ["", f"mistake: {tg.mistake.value} — {show_invisible(plain_paths(tg.sentence, points))}"]
         if tg.nearest:
             out += ["", f"nearest accepted output ({len(tg.nearest.edits)} edit(s)"
                     + (f"; repair {tg.nearest.repair} accepts it" if tg.nearest.repair else "") + "):"]
@@ -169,7 +191,8 @@ def text_lines(ex: Explanation) -> list[str]:
                 out.append("     gives: " + _message(f.message))
         elif tg.no_fix:
             out += ["", f"no change of ours helps: {tg.no_fix}"]
-        evidence = [e for e in shown_evidence(tg.evidence, stop) if e != STOP_SEEN_ABOVE]
+        evidence = [plain_paths(e, points) for e in shown_evidence(tg.evidence, stop, tg.sentence)
+                    if e != STOP_SEEN_ABOVE]
         out += (["evidence:"] if evidence else []) + [f"  - {show_invisible(e)}" for e in evidence]
         if tg.relation is not None:
             rel: CallRelation = tg.relation
@@ -190,15 +213,15 @@ def text_lines(ex: Explanation) -> list[str]:
         if "whole" in s:
             tag += f", part of {s['whole'][0]}-{s['whole'][1]}"
         out.append(f"  {s['start']:>5}-{s['end']:<5} [{tag}] «{visible_text(s['text'])}»")
+    # the parser's rule names come last, named as what they are (the page keeps them in a tooltip)
     if ex.stop:
-        out += ["", f"stopped at output position {ex.stop.output_pos} ({' > '.join(ex.stop.path) or 'top level'}): "
-                f"{ex.stop.words()}"]
+        out += ["", f"stopped at output position {ex.stop.output_pos}: {ex.stop.words()}{_rules(ex.stop.path)}"]
     if ex.truncated:
-        out += ["", f"truncated: {ex.truncated.words()} ({' > '.join(ex.truncated.path) or 'top level'})"]
+        out += ["", f"the output ends inside a tool call: {ex.truncated.words()}{_rules(ex.truncated.path)}"]
     out += ["", "message: " + _message(ex.message)]
     for f, role in zip(ex.findings, ex.finding_roles):
         out += ["", finding_head(f.cause.value, role.value)]
-        out += [f"  - {show_invisible(e)}" for e in shown_evidence(f.evidence, stop)]
+        out += [f"  - {show_invisible(plain_paths(e, points))}" for e in shown_evidence(f.evidence, stop)]
     if ex.other is not None:
         out += ["", "other fidelity message: " + _message(ex.other)]
     if ex.fixes and ex.mistake:
@@ -206,7 +229,7 @@ def text_lines(ex: Explanation) -> list[str]:
     for fx in ex.fixes:
         out += ["", f"fix ({fx.kind.value}, re-parsed clean): {fx.description}",
                 "  gives: " + _message(fx.message)]
-    if not ex.fixes and not ex.clean:
+    if not ex.fixes and not ex.clean and not ex.mistake:    # (with a mistake the triage says what helps, or none)
         out += ["", "no candidate change parses this output clean"]
     if ex.consistency:
         out += ["", f"WARNING (a bug of this tool): {ex.consistency}"]

@@ -10,7 +10,8 @@ import json
 import streamlit as st
 
 from core.explain.call_relation import CallRelation, relation_lines
-from core.explain.present import STOP_SEEN_ABOVE, Gap, finding_head, focus_points, shown_evidence, window_spans
+from core.explain.present import (STOP_SEEN_ABOVE, Gap, finding_head, focus_points, plain_paths, shown_evidence,
+                                  window_spans)
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -203,7 +204,8 @@ if ex["entry"] == "no-parser":   # the template does not render: why, and what w
 
 if tg.get("mistake") not in (None, "NONE"):
     st.subheader("What the model did")
-    st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(tg["sentence"]))
+    points = [ex["stop"], ex["truncated"]]
+    st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(plain_paths(tg["sentence"], points)))
     near = tg.get("nearest")
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
@@ -225,9 +227,9 @@ if tg.get("mistake") not in (None, "NONE"):
             st.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
     with st.expander("Evidence"):
         # the stop point has its own section below; the evidence here is what the triage adds to it
-        for e in shown_evidence(tg.get("evidence") or [], ex["stop"]):
+        for e in shown_evidence(tg.get("evidence") or [], ex["stop"], tg["sentence"]):
             if e != STOP_SEEN_ABOVE:
-                st.markdown("- " + md_code(split_rule_path(e)[0]))
+                st.markdown("- " + md_code(split_rule_path(plain_paths(e, points))[0]))
     if tg.get("relation"):
         # the template's call pieces (its own render of a call) against the output's markup, the CLI's lines; open
         # when the relation decided the mistake, closed when it only names the class the rules named
@@ -363,7 +365,7 @@ for f in ex["findings"]:
     # the triage's mistake leads: a cause that agrees supports it, another is what the stop point alone suggests
     st.markdown(f"**{md_code(finding_head(f['cause'], f['role']))}**")
     for e in shown_evidence(f["evidence"], ex["stop"]):
-        words, path = split_rule_path(e)
+        words, path = split_rule_path(plain_paths(e, [ex["stop"], ex["truncated"]]))
         st.markdown("- " + md_code(words), help=md(f"grammar rules: {path}") if path else None)
 if ex["other_fidelity_message"] is not None:
     left, right = st.columns(2)
