@@ -18,14 +18,15 @@ from .model import Explanation, FindingRole, show_invisible, visible_text
 
 ROLE_HEADS = {FindingRole.ANSWER: "cause: {cause}",
               FindingRole.AGREES: "also found (agrees with the mistake): {cause}",
-              FindingRole.STOP_POINT_ALONE: "what the stop point alone suggests (the mistake above is the answer): "
+              FindingRole.STOP_POINT_ALONE: "what the {reading} alone suggests (the mistake above is the answer): "
                                             "{cause}"}
 
 
-def finding_head(cause: str, role: str) -> str:
+def finding_head(cause: str, role: str, stopped: bool = True) -> str:
     """The heading of a finding of ``cause`` (its words) with ``role`` (a :class:`FindingRole` value): the same on
-    the page and in the text view."""
-    return ROLE_HEADS[FindingRole(role)].format(cause=cause)
+    the page and in the text view. ``stopped``: the parse has a stop point (else the older reading is the parse's,
+    and the heading says so rather than name a stop point there is none of)."""
+    return ROLE_HEADS[FindingRole(role)].format(cause=cause, reading="stop point" if stopped else "parse")
 
 
 STOP_SEEN_ABOVE = "where the parse stopped, said once above"
@@ -220,7 +221,7 @@ def text_lines(ex: Explanation) -> list[str]:
         out += ["", f"the output ends inside a tool call: {ex.truncated.words()}{_rules(ex.truncated.path)}"]
     out += ["", "message: " + _message(ex.message)]
     for f, role in zip(ex.findings, ex.finding_roles):
-        out += ["", finding_head(f.cause.value, role.value)]
+        out += ["", finding_head(f.cause.value, role.value, ex.stop is not None)]
         out += [f"  - {show_invisible(plain_paths(e, points))}" for e in shown_evidence(f.evidence, stop)]
     if ex.other is not None:
         out += ["", "other fidelity message: " + _message(ex.other)]

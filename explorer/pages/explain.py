@@ -363,7 +363,7 @@ if not ex["findings"]:
     st.caption("Nothing to explain: the format accounts for every character.")
 for f in ex["findings"]:
     # the triage's mistake leads: a cause that agrees supports it, another is what the stop point alone suggests
-    st.markdown(f"**{md_code(finding_head(f['cause'], f['role']))}**")
+    st.markdown(f"**{md_code(finding_head(f['cause'], f['role'], ex['stop'] is not None))}**")
     for e in shown_evidence(f["evidence"], ex["stop"]):
         words, path = split_rule_path(plain_paths(e, [ex["stop"], ex["truncated"]]))
         st.markdown("- " + md_code(words), help=md(f"grammar rules: {path}") if path else None)
