@@ -176,3 +176,38 @@ def test_one_voice_a_bounded_view_of_a_huge_output_and_a_fix_that_shows_its_mess
     _shot(page, "explain-07-fix-applied-message")
     assert not errors, errors
     page.close()
+
+
+def test_invisible_and_bidi_characters_of_the_output_are_shown_escaped_everywhere(app_url, browser):  # noqa: F811
+    """The drift output with a U+202E after "Let me check." and a U+200B in its reasoning (built to attack the views; no
+    model wrote it): no view of the page (span view, diff, mistake, evidence, stop point, causes, messages, and the
+    message after a fix) carries either character itself; each is shown as its escape."""
+    page, errors = _start(browser, app_url, height=1100)
+    _open_explain(page)
+    hostile = DRIFT.replace("Let me check.", "Let me check.\u202e").replace("The user", "The\u200b user")
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Model output").locator("textarea")
+    area.fill(hostile)
+    area.press("Control+Enter")
+    _wait_idle(page)
+    page.locator("pre.cte-spans").wait_for(timeout=60_000)
+    for box in page.locator('[data-testid="stExpander"]').all():     # open every closed view (evidence, message)
+        summary = box.locator("summary")
+        if summary.count() and box.get_attribute("open") is None and "Streaming replay" not in summary.inner_text():
+            summary.click()
+            _wait_idle(page)
+
+    def shown() -> str:
+        main = page.locator('[data-testid="stMain"]')
+        return main.inner_text() + "".join(main.locator("[title]").evaluate_all("els => els.map(e => e.title)"))
+
+    text = shown()
+    assert "\u202e" not in text and "\u200b" not in text
+    spans = page.locator("pre.cte-spans").inner_text()
+    assert "\\u202e" in spans and "\\u200b" in spans
+    page.get_by_role("button", name="Use this fix").first.click()
+    _wait_idle(page)
+    page.get_by_text("The message now (the output re-parsed with the fix):").wait_for(timeout=60_000)
+    text = shown()
+    assert "\u202e" not in text and "\u200b" not in text and "\\u202e" in text
+    assert not errors, errors
+    page.close()
