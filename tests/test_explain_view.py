@@ -95,6 +95,13 @@ def test_windows_keep_every_point_and_merge_overlaps():
     assert [(x["start"], x["end"], x["whole"]) for x in shown if not isinstance(x, Gap)] == [
         (200, 2_300, [10, 20_010]), (14_200, 15_800, [10, 20_010])]
     assert Gap(2_300, 14_200).words(10) == "… 11,900 characters left out (output positions 2,290–14,190) …"
+    # with line breaks near an edge, the edge moves to the line's start or end (no line cut mid-word)
+    lines = [{"start": 0, "end": 12_000, "label": "content", "text": "Let me check.\n" * 857 + "Le"}]
+    lines[0]["end"] = len(lines[0]["text"])
+    shown = window_spans(lines, lines[0]["end"], [5_003])
+    part = next(x for x in shown if not isinstance(x, Gap))
+    assert part["text"].startswith("Let me check.\n") and part["text"].endswith("check.\n")
+    assert (part["start"], part["end"]) == (4_200, 5_810)      # 4,203 moved back to 4,200, 5,803 on to 5,810
     # a short text is shown whole
     assert window_spans(spans[:1], 10, []) == spans[:1]
 

@@ -98,13 +98,20 @@ def focus_points(data: dict[str, Any]) -> list[int]:
     return sorted(set(points))
 
 
-def windows(length: int, points: list[int], *, whole: int = SHOWN_WHOLE, width: int = WINDOW
+SNAP = 120
+"""A window's edge moves up to this many characters to the nearest line break, so a line is not cut mid-word."""
+
+
+def windows(length: int, points: list[int], *, whole: int = SHOWN_WHOLE, width: int = WINDOW, text: str = ""
             ) -> list[tuple[int, int]]:
     """The ``[start, end)`` ranges of a text of ``length`` characters a view shows: all of it up to ``whole``;
-    else ``width`` characters either side of each point, merged (the head and the tail when there is none)."""
+    else ``width`` characters either side of each point, merged (the head and the tail when there is none); with
+    the ``text``, each edge widened to a line break within :data:`SNAP` characters."""
     if length <= whole:
         return [(0, length)]
     wanted = [(max(0, p - width), min(length, p + width)) for p in points] or [(0, width), (length - width, length)]
+    if text:
+        wanted = [(_line_start(text, a), _line_end(text, b)) for a, b in wanted]
     out: list[tuple[int, int]] = []
     for a, b in sorted(wanted):
         if out and a <= out[-1][1]:
@@ -114,12 +121,24 @@ def windows(length: int, points: list[int], *, whole: int = SHOWN_WHOLE, width: 
     return out
 
 
+def _line_start(text: str, at: int) -> int:
+    """``at`` moved back to just after a line break within :data:`SNAP` characters (else ``at``)."""
+    i = text.rfind("\n", max(0, at - SNAP), at)
+    return i + 1 if i >= 0 else at
+
+
+def _line_end(text: str, at: int) -> int:
+    """``at`` moved on to just after a line break within :data:`SNAP` characters (else ``at``)."""
+    i = text.find("\n", at, at + SNAP)
+    return i + 1 if i >= 0 else at
+
+
 def window_spans(spans: list[dict[str, Any]], length: int, points: list[int]) -> list[dict[str, Any] | Gap]:
     """``spans`` (JSON dicts) cut to :func:`windows`, in order, with a :class:`Gap` for each stretch left out: a
     span partly shown keeps its label and field, its ``start``/``end`` the part shown and ``whole`` its own."""
-    shown = windows(length, points)
-    if shown == [(0, length)]:
+    if length <= SHOWN_WHOLE:
         return list(spans)
+    shown = windows(length, points, text="".join(sp["text"] for sp in spans))
     out: list[dict[str, Any] | Gap] = []
     at = 0
     i = 0

@@ -279,8 +279,10 @@ gp_len = len(ex["generation_prompt"])
 shown = window_spans(ex["spans"], ex["spans"][-1]["end"] if ex["spans"] else gp_len, focus_points(ex))
 for sp in shown:
     if isinstance(sp, Gap):
-        body.append(f'<span class="cte-gap" style="opacity:0.75;font-style:italic">\n{html.escape(sp.words(gp_len))}'
-                    '\n</span>')
+        # on a line of its own (a window's edge is at a line break when one is near)
+        after = "" if body and body[-1].endswith("\n</span>") else "\n"
+        body.append(f'<span class="cte-gap" style="opacity:0.75;font-style:italic">{after}'
+                    f'{html.escape(sp.words(gp_len))}\n</span>')
         continue
     if stop is not None and sp["start"] <= stop["pos"] < sp["end"]:
         cut = stop["pos"] - sp["start"]
