@@ -609,4 +609,4 @@ def test_a_cut_output_is_said_in_words_the_rule_names_kept_for_the_tooltip():
     texts = [unmd(m.value) for m in at.markdown] + [unmd(w.value) for w in at.warning]
     assert any("ends inside a tool call" in t for t in texts), texts
     assert not [t for t in texts if " > " in t], [t for t in texts if " > " in t]
-    assert any(t.startswith("Route auto-parser · fidelity llama.cpp · parse cut short") for t in texts), texts
+    assert any(t.startswith("Route auto-parser · fidelity llama.cpp · parse incomplete: the output ends inside a tool call") for t in texts), texts

@@ -116,8 +116,8 @@ def test_no_internal_names_in_the_text_view_or_the_page_data():
     assert text_lines(ex)[0].endswith("· parse recovered: the longest start that parses, the rest kept as content")
     assert ex.to_json()["verdict"] == "prefix+rest"      # --json keeps the entry's name beside the words
     cut = _explain(_row(GEMMA_UNQUOTED), _row(GEMMA_UNQUOTED)["input"][:30])
-    assert text_lines(cut)[0].endswith("· parse cut short: the output ends inside a tool call")
-    assert cut.to_json()["verdict_text"] == "cut short: the output ends inside a tool call"
+    assert text_lines(cut)[0].endswith("· parse incomplete: the output ends inside a tool call")
+    assert cut.to_json()["verdict_text"] == "incomplete: the output ends inside a tool call"
     # the parser's rule names only on the line of the cut, named as such; the sentences say where in words
     lines = text_lines(cut)
     assert [ln for ln in lines if "tool-call > tool-0" in ln] == [
@@ -151,3 +151,14 @@ def test_no_invisible_or_bidi_character_reaches_the_text_view():
     ex = _explain(row, row["input"].replace("location", "loca\u202etion\u200b"))
     shown = "\n".join(text_lines(ex))
     assert "\u202e" not in shown and "\u200b" not in shown and "loca\\u202etion\\u200b" in shown
+
+
+def test_an_output_that_ends_inside_the_reasoning_is_not_said_to_end_inside_a_tool_call():
+    # SGLang's MiniMax-M2 test: a complete call after a prompt that opened the reasoning, never closed: the parse
+    # accepts it as a prefix ending inside the reasoning (it said "the output ends inside a tool call")
+    ex = _explain(_row("kept20-sglang-minimax-m2-single-param"))
+    lines = text_lines(ex)
+    assert lines[0].endswith("· parse incomplete: the output ends inside the reasoning")
+    assert "the output ends inside the reasoning: expected `</think>`; found the end of the output (grammar rules: " \
+           "reasoning)" in lines
+    assert not any("inside a tool call" in ln for ln in lines)

@@ -161,6 +161,17 @@ class StopPoint:
                 "path": list(self.path), "words": self.words()}
 
 
+def part_of(path: Any) -> str:
+    """The part of the output a parser rule path (a stop point's, a cut's) is in, in words: ``a tool call``, ``the
+    reasoning`` or ``the format`` (the rule names themselves are the parser's)."""
+    rules = [r for r in path or () if r]
+    if any(r.startswith("tool") for r in rules):
+        return "a tool call"
+    if any("reason" in r or "think" in r for r in rules):
+        return "the reasoning"
+    return "the format"
+
+
 # the parse that made the message (the parser's entry names, ``core.chat.generator``) in the field's words
 ENTRY_WORDS = {
     MAIN: "stopped early: the format does not account for every character",
@@ -262,7 +273,7 @@ class Explanation:
         if self.clean:
             return self.verdict
         if self.entry == MAIN and self.truncated is not None:
-            return "cut short: the output ends inside a tool call"
+            return f"incomplete: the output ends inside {part_of(self.truncated.path)}"
         return ENTRY_WORDS.get(self.entry, f"recovered ({self.entry})")
 
     @property

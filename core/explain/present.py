@@ -14,7 +14,7 @@ from typing import Any
 
 from ..escapes import escape_invisible
 from .call_relation import CallRelation, relation_lines
-from .model import Explanation, FindingRole, show_invisible, visible_text
+from .model import Explanation, FindingRole, part_of, show_invisible, visible_text
 
 ROLE_HEADS = {FindingRole.ANSWER: "cause: {cause}",
               FindingRole.AGREES: "also found (agrees with the mistake): {cause}",
@@ -60,9 +60,7 @@ def plain_paths(line: str, points: list[dict[str, Any] | None]) -> str:
         rules = [r for r in st.get("path") or () if r]
         path = " > ".join(rules)
         if path and f"inside {path}" in line:
-            part = "a tool call" if any(r.startswith("tool") for r in rules) else \
-                "the reasoning" if any("reason" in r or "think" in r for r in rules) else "the format"
-            line = line.replace(f"inside {path}", f"inside {part}")
+            line = line.replace(f"inside {path}", f"inside {part_of(rules)}")
     return line
 
 
@@ -237,7 +235,8 @@ def text_lines(ex: Explanation) -> list[str]:
     if ex.stop:
         out += ["", f"stopped at output position {ex.stop.output_pos}: {ex.stop.words()}{_rules(ex.stop.path)}"]
     if ex.truncated:
-        out += ["", f"the output ends inside a tool call: {ex.truncated.words()}{_rules(ex.truncated.path)}"]
+        out += ["", f"the output ends inside {part_of(ex.truncated.path)}: {ex.truncated.words()}"
+                f"{_rules(ex.truncated.path)}"]
     out += ["", "message: " + _message(ex.message)]
     for f, role in zip(ex.findings, ex.finding_roles):
         out += ["", finding_head(f.cause.value, role.value, ex.stop is not None)]
@@ -245,7 +244,8 @@ def text_lines(ex: Explanation) -> list[str]:
     if ex.other is not None:
         out += ["", "other fidelity message: " + _message(ex.other)]
     if ex.fixes and ex.mistake:
-        out += ["", "other changes that re-parse clean (the stop point's reading; the ranked fixes above come first):"]
+        out += ["", "other changes that re-parse clean (from the causes below the mistake; the ranked fixes above come "
+                "first):"]
     for fx in ex.fixes:
         out += ["", f"fix ({fx.kind.value}, re-parsed clean): {fx.description}",
                 "  gives: " + _message(fx.message)]

@@ -10,6 +10,7 @@ import json
 import streamlit as st
 
 from core.explain.call_relation import CallRelation, relation_lines
+from core.explain.model import part_of
 from core.explain.present import (STOP_SEEN_ABOVE, Gap, finding_head, focus_points, plain_paths, shown_evidence,
                                   window_spans)
 from explorer import state, urlstate
@@ -308,7 +309,7 @@ if stop is not None:
     if stop.get("path"):
         st.caption("Hover the ? icon for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
 if ex["truncated"] is not None:
-    st.warning(md_code(f"The output ends inside a tool call: {ex['truncated']['words']}"))
+    st.warning(md_code(f"The output ends inside {part_of(ex['truncated']['path'])}: {ex['truncated']['words']}"))
     if ex["truncated"].get("path"):
         st.caption("Hover the ? icon for the parser's grammar rules at that point.",
                    help=md(" > ".join(ex["truncated"]["path"])))
@@ -402,8 +403,7 @@ elif not ex["fixes"] and tg.get("mistake") not in (None, "NONE"):
 else:
     st.subheader("Fixes that re-parse clean")
     if ex["answer"]["from"] == "triage":
-        st.caption("Other changes that re-parse clean, from the stop point's reading: the ranked fixes above come "
-                   "first.")
+        st.caption("Other changes that re-parse clean, from the causes under Why: the ranked fixes above come first.")
     if not ex["fixes"]:
         st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):
