@@ -610,3 +610,18 @@ def test_a_cut_output_is_said_in_words_the_rule_names_kept_for_the_tooltip():
     assert any("ends inside a tool call" in t for t in texts), texts
     assert not [t for t in texts if " > " in t], [t for t in texts if " > " in t]
     assert any(t.startswith("Route auto-parser · fidelity llama.cpp · parse incomplete: the output ends inside a tool call") for t in texts), texts
+
+
+def test_an_output_ending_inside_the_reasoning_is_not_said_to_end_inside_a_tool_call():
+    """kept23's SGLang MiniMax-M2 row: the prompt opens the reasoning and the output never closes it; the page's
+    warning said "The output ends inside a tool call"."""
+    rows = (ROOT / "tests" / "data" / "triage" / "kept23.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == "kept20-sglang-minimax-m2-single-param")
+    at = use_corpus(start(), row["template"])
+    at.session_state["in_tools"] = json.dumps(row["tools"])
+    at.session_state["in_messages"] = json.dumps(row["messages"])
+    at.session_state["in_output"] = row["input"]
+    at = page(at, "explain")
+    warnings = [unmd(w.value) for w in at.warning]
+    assert any(w.startswith("The output ends inside the reasoning: expected `</think>`") for w in warnings), warnings
+    assert not any("inside a tool call" in w for w in warnings)
