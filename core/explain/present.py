@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..escapes import escape_invisible
-from .call_relation import CallRelation, relation_lines
+from .call_relation import relation_lines
 from .model import Explanation, FindingRole, part_of, show_invisible, visible_text
 
 ROLE_HEADS = {FindingRole.ANSWER: "cause: {cause}",
@@ -213,8 +213,7 @@ def text_lines(ex: Explanation) -> list[str]:
                     if e != STOP_SEEN_ABOVE]
         out += (["evidence:"] if evidence else []) + [f"  - {show_invisible(e)}" for e in evidence]
         if tg.relation is not None:
-            rel: CallRelation = tg.relation
-            lines = relation_lines(rel, tg.relation_decided)
+            lines = relation_lines(tg.relation, tg.relation_decided)
             out += [""] + [("  " if i else "") + line for i, line in enumerate(lines)]
     out += ["", "spans (text of generation prompt + output; [label field] «text»):"]
     data = {"generation_prompt": ex.generation_prompt, "stop": stop, "truncated": ex.truncated.to_json()
@@ -256,9 +255,3 @@ def text_lines(ex: Explanation) -> list[str]:
     # every line once more through the one escape: a rule path, a field or a sentence that quotes the output or the
     # request cannot reorder or hide what the terminal shows (already escaped text is left as it is)
     return [show_invisible(line) for line in out]
-
-
-def relation_of(data: dict[str, Any]) -> list[str]:
-    """The relation lines of a triage's JSON (``triage.relation``), ``[]`` when it has none."""
-    rel = data.get("relation")
-    return relation_lines(CallRelation.from_json(rel), bool(data.get("relation_decided"))) if rel else []
