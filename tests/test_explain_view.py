@@ -53,6 +53,9 @@ def test_the_triages_mistake_leads_and_a_disagreeing_cause_is_what_the_stop_poin
     assert "what the parse alone suggests (the mistake above is the answer): drift: other marker" in lines
     data = ex.to_json()
     assert data["answer"]["from"] == "triage" and data["answer"]["name"] == "REASONING_SETTING"
+    # --json reads in the text view's order: the verdict, the answer, the triage (diff, ranked fixes), then the rest
+    keys = list(data)
+    assert keys.index("answer") < keys.index("triage") < keys.index("spans") < keys.index("findings")
     assert [(f["name"], f["role"]) for f in data["findings"]] == [("REASONING_PREFILL", "agrees"),
                                                                   ("OTHER_MARKER", "stop point alone")]
 

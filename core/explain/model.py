@@ -284,20 +284,21 @@ class Explanation:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (``--json``). ``clean`` is the verdict the text view gives: false for a parse that
         accounted for everything but is ``suspicious``; ``parse_clean`` is the parse alone (main entry, nothing
-        cut); ``verdict`` is the text view's word for it."""
+        cut); ``verdict`` names the parser's entry, ``verdict_text`` says it in words. The answer and the triage
+        (its mistake, nearest-output diff and ranked fixes) come first, as in the text view and on the page."""
         return {"template": self.template, "route": self.route, "fidelity": self.fidelity,
                 "only_repairs": self.only_repairs, "entry": self.entry,
                 "clean": self.clean and not self.suspicious, "suspicious": self.suspicious,
-                "parse_clean": self.clean, "verdict": self.verdict,
-                "verdict_text": self.verdict_text, "generation_prompt": self.generation_prompt, "message": self.message,
+                "parse_clean": self.clean, "verdict": self.verdict, "verdict_text": self.verdict_text,
+                "answer": self.answer(), "triage": self.triage.to_json() if self.triage is not None else None,
+                "generation_prompt": self.generation_prompt, "message": self.message,
                 "spans": [s.to_json() for s in self.spans],
                 "stop": self.stop.to_json() if self.stop else None,
                 "truncated": self.truncated.to_json() if self.truncated else None,
-                "answer": self.answer(),
                 "findings": [dict(f.to_json(), role=r.value) for f, r in zip(self.findings, self.finding_roles)],
                 "fixes": [f.to_json() for f in self.fixes],
                 "other_fidelity_message": self.other, "consistency": self.consistency, "notes": self.notes,
-                "found_by": self.found_by, "triage": self.triage.to_json() if self.triage is not None else None}
+                "found_by": self.found_by}
 
 
 def visible_text(s: str) -> str:
