@@ -625,3 +625,25 @@ def test_an_output_ending_inside_the_reasoning_is_not_said_to_end_inside_a_tool_
     warnings = [unmd(w.value) for w in at.warning]
     assert any(w.startswith("The output ends inside the reasoning: expected `</think>`") for w in warnings), warnings
     assert not any("inside a tool call" in w for w in warnings)
+
+
+def test_a_ranked_override_applies_in_one_click_and_the_page_stays_to_show_its_message():
+    """kept15's Qwen2.5-Coder row (vLLM's parser test: the call wrapped in `<tools>`): its ranked fix is an analysis
+    override; its click puts it on the Overrides page (with the provenance) and this page shows the message it gives."""
+    rows = (ROOT / "tests" / "data" / "triage" / "kept15.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == "kept13-vllm-qwen25-coder-single-tool-call")
+    at = use_corpus(start(), row["template"])
+    at.session_state["in_tools"] = json.dumps(row["tools"])
+    at.session_state["in_messages"] = json.dumps(row["messages"])
+    at.session_state["in_output"] = row["input"]
+    at = page(at, "explain")
+    fixes = [unmd(m.value) for m in at.markdown if unmd(m.value).startswith("1. override")]
+    assert fixes, [unmd(m.value) for m in at.markdown][:12]
+    at.button(key="triage_fix_0").click().run()
+    assert not at.exception, at.exception
+    assert "Explain" in [t.value for t in at.title]
+    assert [v for v in at.session_state["overrides"].values() if v]
+    assert any(unmd(s.value).endswith("— it is on the Overrides page") for s in at.success), \
+        [s.value for s in at.success]
+    now = json.loads(next(c.value for c in at.code if c.language == "json" and '"tool_calls"' in c.value))
+    assert [c["function"]["name"] for c in now["tool_calls"]] == ["get_current_weather"]
