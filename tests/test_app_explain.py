@@ -76,7 +76,16 @@ def test_span_view_stop_point_and_cause():
     errs = [unmd(e.value) for e in at.error]
     assert any('expected `"arguments"`; found `"parameters"`' in e for e in errs), errs
     texts = [unmd(m.value) for m in at.markdown]
-    assert "**drift: other JSON shape**" in texts
+    # the triage's mistake (a field-name alias) leads; the stop point's reading agrees with it, in the CLI's words
+    assert "**also found (agrees with the mistake): drift: other JSON shape**" in texts
+    assert not any(t.startswith("**drift:") for t in texts)
+    # the parse that made the message in the field's words (it said "parse recovered (recover-content)")
+    assert "Route auto-parser · fidelity llama.cpp · parse recovered: everything after the reasoning kept as " \
+           "content" in texts
+    # the stop point is said once, in its own section: not again in the evidence under a cause
+    stop_words = 'expected `"arguments"`; found `"parameters"`'
+    assert [t for t in texts + errs if stop_words in t] == [e for e in errs if stop_words in e] and len(
+        [e for e in errs if stop_words in e]) == 1
 
 
 def test_one_click_fix_applies_the_override_on_the_overrides_page():
@@ -555,3 +564,86 @@ def test_a_cause_the_labelling_guide_added_is_named_on_the_page_with_its_ranked_
     assert any(t.startswith("**text before the call the format does not allow** — ") for t in texts), texts
     assert "1. repair: switch on the repairs `bare-answer-after-reasoning`, `action-after-text`" in texts, texts
     assert [b.label for b in at.button if b.label == "Use this fix"] == ["Use this fix"]
+
+
+def test_a_huge_output_is_shown_as_a_window_around_the_stop_point():
+    """The drift output after 40,000 lines of "Sure." (240,000 characters, under the demo's 256 KB cap): the span
+    view drew every character; it draws the window around the stop point and says what it left out, where."""
+    big = "Sure.\n" * 40_000 + DRIFT[len("Sure.\n"):]
+    at = _explain(big)
+    body = next(b for b in html_bodies(at) if "cte-spans" in b)
+    assert len(body) < 60_000 and 'class="cte-stop"' in body
+    call = big.index("<tool_call>")     # where the repair truncated-call starts; the stop is 36 characters on
+    # 800 characters on from the output's start and back from the call, each edge moved to a line's end or start
+    a, b = 804, (call - 800) // 6 * 6
+    assert f"{b - a:,} characters left out (output positions {a}–{b:,})" in body
+    assert any("Sure." in text for lab, text in _labels(at) if lab == "content")
+
+
+def test_every_ranked_fix_applies_in_one_click_and_the_page_shows_the_message_it_gives():
+    """Each ranked fix has one "Use this fix" button, the template patch too (it was a download only), and after a
+    click the page shows the re-parsed message right under "Applied" (it was only in a closed expander further
+    down)."""
+    at = _explain(DRIFT)
+    texts = [unmd(m.value) for m in at.markdown]
+    fixes = [t for t in texts if t[:3] in ("1. ", "2. ", "3. ", "4. ", "5. ")]
+    uses = [b for b in at.button if b.label == "Use this fix"]
+    assert len(uses) == len(fixes) >= 2, (fixes, [b.label for b in at.button])
+    patch = next(i for i, f in enumerate(fixes) if "template: patch the template" in f)
+    at.button(key=f"triage_fix_{patch}").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["template"].origin == "edited"
+    assert '"parameters"' in at.session_state["template"].source
+    assert any(unmd(s.value).startswith("Applied: patch the template") for s in at.success), \
+        [s.value for s in at.success]
+    assert "The message now (the output re-parsed with the fix):" in [c.value for c in at.caption]
+    now = json.loads(next(c.value for c in at.code if c.language == "json" and '"tool_calls"' in c.value))
+    assert [c["function"]["name"] for c in now["tool_calls"]] == ["get_weather"]
+    assert any("parse clean" in unmd(m.value) for m in at.markdown)
+
+
+def test_a_cut_output_is_said_in_words_the_rule_names_kept_for_the_tooltip():
+    """DRIFT cut inside the tool's name: the mistake's sentence and the causes said "ends inside tool-calls >
+    tool-call > …" (the parser's rule names); they say "inside a tool call", the rule names stay in the tooltip."""
+    at = _explain(DRIFT[:DRIFT.index("get_wea") + len("get_wea")])
+    texts = [unmd(m.value) for m in at.markdown] + [unmd(w.value) for w in at.warning]
+    assert any("ends inside a tool call" in t for t in texts), texts
+    assert not [t for t in texts if " > " in t], [t for t in texts if " > " in t]
+    assert any(t.startswith("Route auto-parser · fidelity llama.cpp · parse incomplete: the output ends inside a tool call") for t in texts), texts
+
+
+def test_an_output_ending_inside_the_reasoning_is_not_said_to_end_inside_a_tool_call():
+    """kept23's SGLang MiniMax-M2 row: the prompt opens the reasoning and the output never closes it; the page's
+    warning said "The output ends inside a tool call"."""
+    rows = (ROOT / "tests" / "data" / "triage" / "kept23.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == "kept20-sglang-minimax-m2-single-param")
+    at = use_corpus(start(), row["template"])
+    at.session_state["in_tools"] = json.dumps(row["tools"])
+    at.session_state["in_messages"] = json.dumps(row["messages"])
+    at.session_state["in_output"] = row["input"]
+    at = page(at, "explain")
+    warnings = [unmd(w.value) for w in at.warning]
+    assert any(w.startswith("The output ends inside the reasoning: expected `</think>`") for w in warnings), warnings
+    assert not any("inside a tool call" in w for w in warnings)
+
+
+def test_a_ranked_override_applies_in_one_click_and_the_page_stays_to_show_its_message():
+    """kept15's Qwen2.5-Coder row (vLLM's parser test: the call wrapped in `<tools>`): its ranked fix is an analysis
+    override; its click puts it on the Overrides page (with the provenance) and this page shows the message it gives."""
+    rows = (ROOT / "tests" / "data" / "triage" / "kept15.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == "kept13-vllm-qwen25-coder-single-tool-call")
+    at = use_corpus(start(), row["template"])
+    at.session_state["in_tools"] = json.dumps(row["tools"])
+    at.session_state["in_messages"] = json.dumps(row["messages"])
+    at.session_state["in_output"] = row["input"]
+    at = page(at, "explain")
+    fixes = [unmd(m.value) for m in at.markdown if unmd(m.value).startswith("1. override")]
+    assert fixes, [unmd(m.value) for m in at.markdown][:12]
+    at.button(key="triage_fix_0").click().run()
+    assert not at.exception, at.exception
+    assert "Explain" in [t.value for t in at.title]
+    assert [v for v in at.session_state["overrides"].values() if v]
+    assert any(unmd(s.value).endswith("— it is on the Overrides page") for s in at.success), \
+        [s.value for s in at.success]
+    now = json.loads(next(c.value for c in at.code if c.language == "json" and '"tool_calls"' in c.value))
+    assert [c["function"]["name"] for c in now["tool_calls"]] == ["get_current_weather"]

@@ -134,3 +134,80 @@ def test_the_call_relation_shows_each_piece_as_code(app_url, browser):  # noqa: 
     box.screenshot(path=str(ARTIFACTS / "explain-05-call-relation.png"))
     assert not errors, errors
     page.close()
+
+
+def test_one_voice_a_bounded_view_of_a_huge_output_and_a_fix_that_shows_its_message(app_url, browser):  # noqa: F811
+    """The drift output with 17,000 lines of "Let me check." before its call (about 238,000 characters): the span view
+    draws windows and says what it left out; the header says the parse in words; the older cause is headed by its
+    relation to the triage's mistake; the stop point is said once; the first ranked fix, one click, shows the
+    message the output now re-parses to."""
+    page, errors = _start(browser, app_url, height=1100)
+    _open_explain(page)
+    head, tail = DRIFT.split("Let me check.\n")
+    big = head + "Let me check.\n" * 17_000 + tail
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Model output").locator("textarea")
+    # typed as one paste (fill() types 238,000 characters one input event at a time, past its timeout)
+    area.fill("x")
+    area.evaluate("""(el, text) => {
+        Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, "value").set.call(el, text);
+        el.dispatchEvent(new Event("input", {bubbles: true}));
+    }""", big)
+    area.press("Control+Enter")
+    _wait_idle(page)
+    view = page.locator("pre.cte-spans")
+    view.wait_for(timeout=60_000)
+    gaps = view.locator(".cte-gap").all_inner_texts()
+    assert len(gaps) == 1 and "characters left out (output positions 807–" in gaps[0], gaps   # a line's end
+    assert len(view.inner_text()) < 8_000 and view.locator(".cte-stop").count() == 1
+    main_text = page.locator('[data-testid="stMain"]').inner_text()
+    assert "parse recovered: " in main_text and "(recover" not in main_text and "prefix+rest" not in main_text
+    assert "also found (agrees with the mistake): drift: other JSON shape" in main_text, main_text[:3000]
+    assert main_text.count('expected "arguments"; found "parameters"') == 1     # the stop point, said once
+    view.scroll_into_view_if_needed()
+    _shot(page, "explain-06-huge-output-window")
+
+    page.get_by_role("button", name="Use this fix").first.click()
+    _wait_idle(page)
+    page.get_by_text("The message now (the output re-parsed with the fix):").wait_for(timeout=60_000)
+    applied = page.locator('[data-testid="stAlert"]').filter(has_text="Applied:").inner_text()
+    assert "the repair arguments-key-alias alone" in applied and "`" not in applied, applied   # code, not backticks
+    now = page.locator('[data-testid="stCode"]').filter(has_text='"tool_calls"').first.inner_text()
+    assert '"name": "get_weather"' in now and "more characters)" in now and len(now) < 4_000, now[:300]
+    _shot(page, "explain-07-fix-applied-message")
+    assert not errors, errors
+    page.close()
+
+
+def test_invisible_and_bidi_characters_of_the_output_are_shown_escaped_everywhere(app_url, browser):  # noqa: F811
+    """The drift output with a U+202E after "Let me check." and a U+200B in its reasoning (built to attack the views; no
+    model wrote it): no view of the page (span view, diff, mistake, evidence, stop point, causes, messages, and the
+    message after a fix) carries either character itself; each is shown as its escape."""
+    page, errors = _start(browser, app_url, height=1100)
+    _open_explain(page)
+    hostile = DRIFT.replace("Let me check.", "Let me check.\u202e").replace("The user", "The\u200b user")
+    area = page.locator('[data-testid="stTextArea"]').filter(has_text="Model output").locator("textarea")
+    area.fill(hostile)
+    area.press("Control+Enter")
+    _wait_idle(page)
+    page.locator("pre.cte-spans").wait_for(timeout=60_000)
+    for box in page.locator('[data-testid="stExpander"]').all():     # open every closed view (evidence, message)
+        summary = box.locator("summary")
+        if summary.count() and box.get_attribute("open") is None and "Streaming replay" not in summary.inner_text():
+            summary.click()
+            _wait_idle(page)
+
+    def shown() -> str:
+        main = page.locator('[data-testid="stMain"]')
+        return main.inner_text() + "".join(main.locator("[title]").evaluate_all("els => els.map(e => e.title)"))
+
+    text = shown()
+    assert "\u202e" not in text and "\u200b" not in text
+    spans = page.locator("pre.cte-spans").inner_text()
+    assert "\\u202e" in spans and "\\u200b" in spans
+    page.get_by_role("button", name="Use this fix").first.click()
+    _wait_idle(page)
+    page.get_by_text("The message now (the output re-parsed with the fix):").wait_for(timeout=60_000)
+    text = shown()
+    assert "\u202e" not in text and "\u200b" not in text and "\\u202e" in text
+    assert not errors, errors
+    page.close()

@@ -193,7 +193,7 @@ def test_the_triage_carries_the_relation_piece_by_piece_when_it_decided_or_agree
                                        PieceRow('"arguments":', PieceMark.MATCHED),
                                        PieceRow("</tool_call>", PieceMark.ABSENT))
     assert relation_lines(tg.relation, False) == [
-        "call relation: OMITTED_OPENER (it names the mistake the rules named) — the template's call pieces against "
+        "call relation: the opener left out (it names the mistake the rules named) — the template's call pieces against "
         "the output's markup",
         'render: `<tool_call>↵{"name":␣"todoread",␣"arguments":␣{}}↵</tool_call>`',
         "absent   `<tool_call>`", 'matched  `"name":`', 'matched  `"arguments":`', "absent   `</tool_call>`",
@@ -237,6 +237,6 @@ def test_the_cli_text_prints_the_relations_lines(tmp_path):
                    encoding="utf-8")
     out = subprocess.run([sys.executable, "-m", "core", "explain", str(TEMPLATES / c["template"]), "--request",
                           str(req)], input=c["input"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert "\ncall relation: OMITTED_OPENER (it names the mistake the rules named) — the template's call pieces " \
+    assert "\ncall relation: the opener left out (it names the mistake the rules named) — the template's call pieces " \
            "against the output's markup\n  render: `<tool_call>↵{\"name\":␣\"todoread\",␣\"arguments\":␣{}}" \
            "↵</tool_call>`\n  absent   `<tool_call>`\n  matched  `\"name\":`\n" in out, out

@@ -430,6 +430,18 @@ def piece_rows(rel: CallRelation) -> tuple[PieceRow, ...]:
 
 
 RENDER_SHOWN = 160      # characters of the template's render shown in the relation's lines
+# the values the triage renders a call with (``triage._FILL``, ``_NUMBER_FILL``: text no template writes, so the
+# render can be cut at them) are no text of the template's: the lines show each as ``‹value›``
+PROBE_VALUE = re.compile(r"zqv\d{1,2}x|(?<!\d)97531\d{1,2}(?!\d)")
+VALUE_SHOWN = "‹value›"
+# each relation in the field's words (the decisive ones are Mistake names, internal)
+RELATION_WORDS = {Relation.FORMAT_NOT_FOUND: "every piece written, a format the analysis did not find",
+                  Relation.OMITTED_OPENER: "the opener left out", Relation.OMITTED_CLOSER: "the closer left out",
+                  Relation.OMITTED_MARKER: "a marker inside the call left out",
+                  Relation.FOREIGN_WRAPPER: "every piece written, inside markup the template does not render",
+                  Relation.TEMPLATE_MODEL_MISMATCH: "no piece written, call markup of the model's own instead",
+                  Relation.ALTERED: "a piece written otherwise", Relation.CONSISTENT: "consistent",
+                  Relation.NO_CALL: "no call"}
 FOREIGN_SHOWN = 12      # tokens of the output's own markup shown there
 
 
@@ -444,9 +456,11 @@ def relation_lines(rel: CallRelation, decided: bool) -> list[str]:
     piece in render order with its mark, then the output's markup no render writes (every piece and token an
     inline code span with its whitespace and invisible characters shown: no text breaks out of it)."""
     role = "it decided the mistake" if decided else "it names the mistake the rules named"
-    render = rel.render if len(rel.render) <= RENDER_SHOWN else rel.render[:RENDER_SHOWN] + "…"
-    lines = [f"call relation: {rel.relation.value} ({role}) — the template's call pieces against the output's markup",
-             f"render: {_code(render)}"]
+    plain = PROBE_VALUE.sub(VALUE_SHOWN, rel.render)
+    render = plain if len(plain) <= RENDER_SHOWN else plain[:RENDER_SHOWN] + "…"
+    lines = [f"call relation: {RELATION_WORDS[rel.relation]} ({role}) — the template's call pieces against the "
+             "output's markup",
+             f"render: {_code(render)}" + (f" ({VALUE_SHOWN}: an argument's value)" if plain != rel.render else "")]
     rows = piece_rows(rel)
     width = max((len(r.mark.value) for r in rows), default=0)
     for row in rows:

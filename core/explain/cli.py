@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from ..escapes import escape_invisible, json_visible
+from ..escapes import json_visible
 from ..errors import ChatTemplateExplorerError
 from ..inputs import guard as _guard, read_json_file, load_chat_template, load_request, read_model_output
 
@@ -17,10 +17,9 @@ _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from .model import visible_text as visible
-    from .explain import explain, show_invisible
+    from .explain import explain
+    from .present import text_lines
     from .reproducer import case_line, check_expected, peg_tester_snippet, pytest_test
-    from .call_relation import relation_lines
 
     overrides: dict[str, Any] = {}
     for item in args.override or []:
@@ -45,56 +44,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                               "peg_tester": peg_tester_snippet(ex, expect=expect)}
         print(json_visible(data, indent=2))
         return 0
-    tg = ex.triage
-    alone = f" (only the repair(s) {', '.join(ex.only_repairs)})" if ex.only_repairs is not None else ""
-    print(f"template {escape_invisible(ex.template, keep='')} · route {ex.route} · fidelity {ex.fidelity}{alone} · parse {ex.verdict}")
-    for note in ex.notes if ex.entry == "no-parser" else ():
-        print(f"\n{show_invisible(note)}")
-    if tg is not None and tg.mistake.name != "NONE":
-        print(f"\nmistake: {tg.mistake.value} — {show_invisible(tg.sentence)}")
-        if tg.nearest:
-            print(f"\nnearest accepted output ({len(tg.nearest.edits)} edit(s)"
-                  + (f"; repair {tg.nearest.repair} accepts it" if tg.nearest.repair else "") + "):")
-            for line in tg.nearest.diff.splitlines():
-                print("  " + show_invisible(line))
-        if tg.fixes:
-            print("\nfixes, ranked (each re-parsed before it is offered):")
-            for i, f in enumerate(tg.fixes, 1):
-                print(f"  {i}. [{f.kind.value}] {show_invisible(f.description)}"
-                      + (f"  (apply: {f.cli})" if f.cli else ""))
-                print("     gives: " + show_invisible(json.dumps(f.message, ensure_ascii=False))[:300])
-        elif tg.no_fix:
-            print(f"\nno change of ours helps: {tg.no_fix}")
-        for e in tg.evidence:
-            print(f"  - {show_invisible(e)}")
-        if tg.relation is not None:
-            print()
-            for i, line in enumerate(relation_lines(tg.relation, tg.relation_decided)):
-                print(("  " if i else "") + line)
-    print("\nspans (text of generation prompt + output; [label field] «text»):")
-    for s in ex.spans:
-        tag = s.display_label + (f" {s.field}" if s.field and not s.field.startswith("{") else "") \
-            + (f" #{s.call}" if s.call >= 0 else "") + (" (prompt)" if s.in_prompt else "")
-        print(f"  {s.start:>5}-{s.end:<5} [{tag}] «{visible(s.text)}»")
-    if ex.stop:
-        print(f"\nstopped at output position {ex.stop.output_pos} ({' > '.join(ex.stop.path) or 'top level'}): "
-              f"{ex.stop.words()}")
-    if ex.truncated:
-        print(f"\ntruncated: {ex.truncated.words()} ({' > '.join(ex.truncated.path) or 'top level'})")
-    print("\nmessage: " + show_invisible(json.dumps(ex.message, ensure_ascii=False)))
-    for f in ex.findings:
-        print(f"\ncause: {f.cause.value}")
-        for e in f.evidence:
-            print(f"  - {show_invisible(e)}")
-    if ex.other is not None:
-        print("\nother fidelity message: " + show_invisible(json.dumps(ex.other, ensure_ascii=False)))
-    for fx in ex.fixes:
-        print(f"\nfix ({fx.kind.value}, re-parsed clean): {fx.description}")
-        print("  gives: " + show_invisible(json.dumps(fx.message, ensure_ascii=False)))
-    if not ex.fixes and not ex.clean:
-        print("\nno candidate change parses this output clean")
-    if ex.consistency:
-        print(f"\nWARNING (a bug of this tool): {ex.consistency}")
+    for line in text_lines(ex):
+        print(line)
     if args.reproducer:
         print("\n# cases.jsonl line\n" + case_line(ex, expect=expect))
         print("\n# pytest\n" + pytest_test(ex, source=template.source, expect=expect))

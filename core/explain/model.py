@@ -13,6 +13,8 @@ from typing import Any
 
 from ..analysis import reapply
 from ..jinja.limits import over_budget
+from ..chat.generator import (MAIN_REST, PARTIAL_PREFIX, PENDING_HEADER, PREFIX_REST, RECOVER_CONTENT,
+                              RECOVER_TRAILING)
 from ..chat.message import AssistantMessage
 from ..chat.pipeline import build_chat_parser, build_chat_parser_or_content, cached_analysis
 from ..chat.request import ChatRequest
@@ -49,6 +51,50 @@ class Cause(str, enum.Enum):
     PARALLEL_NOT_REQUESTED = "second tool call without parallel_tool_calls"
     FIDELITY_DIFFERS = "llama.cpp and improved fidelity differ"
     DRIFT = "drift from the template format"
+
+
+class FindingRole(str, enum.Enum):
+    """How an older cause (the stop point's reading, :mod:`core.explain.causes`) stands to the triage's mistake:
+    the mistake leads; the causes are the answer only when the triage names none (issue 26: one voice)."""
+
+    ANSWER = "answer"                   # the triage names no mistake: the causes are the explanation
+    AGREES = "agrees"                   # it names the triage's mistake or a part of it
+    STOP_POINT_ALONE = "stop point alone"   # it names another cause: what the stop point alone suggests
+
+
+# the triage's mistakes (``Mistake`` names) each cause agrees with; the two modules name the same fault from two
+# readings (the stop point, the whole output), so a cause outside its set contradicts the mistake on screen
+_CALL_MARKUP = frozenset({"OMITTED_OPENER", "OMITTED_MARKER", "OMITTED_CLOSER", "FOREIGN_WRAPPER",
+                          "CALL_OUTSIDE_SECTION", "TEMPLATE_MODEL_MISMATCH", "SPECIAL_TOKENS_STRIPPED",
+                          "FORMAT_NOT_FOUND", "ANALYSIS_MISREAD", "TRAILING_TEXT", "LEADING_TEXT", "FIELD_ALIAS"})
+_AGREES: dict[str, frozenset[str]] = {
+    "TRUNCATED": frozenset({"CUT_SHORT", "STOP_STRING_STRIPPED"}),
+    "MISSING_OPENER": frozenset({"OMITTED_OPENER", "CALL_OUTSIDE_SECTION", "SPECIAL_TOKENS_STRIPPED"}),
+    "OTHER_MARKER": _CALL_MARKUP - {"FORMAT_NOT_FOUND", "ANALYSIS_MISREAD", "TRAILING_TEXT", "LEADING_TEXT",
+                                    "FIELD_ALIAS"},
+    "OTHER_JSON_SHAPE": frozenset({"FIELD_ALIAS", "FOREIGN_WRAPPER", "DOUBLE_ENCODED_ARGUMENTS",
+                                   "TEMPLATE_MODEL_MISMATCH"}),
+    "WRONG_CALL_ID": frozenset({"CALL_ID_SHAPE"}),
+    "UNKNOWN_TOOL": frozenset({"UNKNOWN_TOOL"}),
+    "SCHEMA_MISMATCH": frozenset({"MISSING_REQUIRED", "UNKNOWN_PARAMETER", "TYPE_MISMATCH",
+                                  "DOUBLE_ENCODED_ARGUMENTS"}),
+    "REASONING_PREFILL": frozenset({"REOPENED_REASONING", "REASONING_NOT_CLOSED", "REASONING_SETTING"}),
+    "SPECIAL_TOKENS_STRIPPED": frozenset({"SPECIAL_TOKENS_STRIPPED"}),
+    "NO_TOOL_FORMAT": frozenset({"FORMAT_NOT_FOUND", "ANALYSIS_MISREAD", "TEMPLATE_MODEL_MISMATCH"}),
+    "TOOLS_NOT_REQUESTED": frozenset({"TOOLS_NOT_SENT"}),
+    "PARALLEL_NOT_REQUESTED": frozenset({"PARALLEL_NOT_REQUESTED"}),
+    "DRIFT": _CALL_MARKUP,
+}
+
+
+def finding_role(cause: "Cause", mistake: str) -> FindingRole:
+    """The role of a finding of ``cause`` beside the triage's mistake named ``mistake`` (``"NONE"`` or ``""``: the
+    triage names none). The fidelity difference is a fact of the two parsers, never a rival reading."""
+    if mistake in ("", "NONE"):
+        return FindingRole.ANSWER
+    if cause.name == "FIDELITY_DIFFERS" or mistake in _AGREES.get(cause.name, frozenset()):
+        return FindingRole.AGREES
+    return FindingRole.STOP_POINT_ALONE
 
 
 @dataclass
@@ -115,6 +161,32 @@ class StopPoint:
                 "path": list(self.path), "words": self.words()}
 
 
+def part_of(path: Any) -> str:
+    """The part of the output a parser rule path (a stop point's, a cut's) is in, in words: ``a tool call``, ``the
+    reasoning`` or ``the format`` (the rule names themselves are the parser's)."""
+    rules = [r for r in path or () if r]
+    if any(r.startswith("tool") for r in rules):
+        return "a tool call"
+    if any("reason" in r or "think" in r for r in rules):
+        return "the reasoning"
+    return "the format"
+
+
+# the parse that made the message (the parser's entry names, ``core.chat.generator``) in the field's words
+ENTRY_WORDS = {
+    MAIN: "stopped early: the format does not account for every character",
+    "main+ignored": "the text after the end of the format dropped, as llama.cpp drops it",
+    RECOVER_TRAILING: "recovered: the text the format does not allow kept as content",
+    MAIN_REST: "recovered: the text from where the parse stopped kept as content",
+    RECOVER_CONTENT: "recovered: everything after the reasoning kept as content",
+    PREFIX_REST: "recovered: the longest start that parses, the rest kept as content",
+    PARTIAL_PREFIX: "recovered: the message of the longest start that parses",
+    "raw": "not parsed: the whole output kept as content",
+    "no-parser": "not parsed: llama.cpp serves no parser for this template",
+    PENDING_HEADER: "incomplete: the output is still a turn header",
+}
+
+
 @dataclass
 class Explanation:
     """Everything :func:`explain` found for one (template, request, output).
@@ -172,6 +244,39 @@ class Explanation:
         return "clean but suspicious" if self.suspicious else "clean"
 
     @property
+    def mistake(self) -> str:
+        """The triage's mistake (``Mistake`` name), ``""`` when there is no triage or it names none."""
+        name = getattr(getattr(self.triage, "mistake", None), "name", "")
+        return "" if name == "NONE" else name
+
+    @property
+    def finding_roles(self) -> list[FindingRole]:
+        """Each finding's role beside the triage's mistake (:func:`finding_role`), in order."""
+        return [finding_role(f.cause, self.mistake) for f in self.findings]
+
+    def answer(self) -> dict[str, Any]:
+        """What the explanation answers, and which reading decided it: ``from`` ``"triage"`` (its mistake leads;
+        the findings agree with it or are what the stop point alone suggests), ``"causes"`` (the triage names no
+        mistake: the findings are the answer) or ``"none"`` (nothing to explain); ``name`` and ``text`` of it."""
+        if self.mistake:
+            return {"from": "triage", "name": self.mistake, "text": self.triage.mistake.value,
+                    "sentence": self.triage.sentence}
+        if self.findings:
+            first = self.findings[0].cause
+            return {"from": "causes", "name": first.name, "text": first.value, "sentence": ""}
+        return {"from": "none", "name": "", "text": "", "sentence": ""}
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict in the field's words, as the text view and the page say it (``verdict`` names the parser's
+        entry: ``prefix+rest``, ``main`` for a cut output, … are internal names)."""
+        if self.clean:
+            return self.verdict
+        if self.entry == MAIN and self.truncated is not None:
+            return f"incomplete: the output ends inside {part_of(self.truncated.path)}"
+        return ENTRY_WORDS.get(self.entry, f"recovered ({self.entry})")
+
+    @property
     def causes(self) -> list[str]:
         """Names (``Cause`` enum names) of the findings, in order."""
         return [f.cause.name for f in self.findings]
@@ -179,17 +284,21 @@ class Explanation:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (``--json``). ``clean`` is the verdict the text view gives: false for a parse that
         accounted for everything but is ``suspicious``; ``parse_clean`` is the parse alone (main entry, nothing
-        cut); ``verdict`` is the text view's word for it."""
+        cut); ``verdict`` names the parser's entry, ``verdict_text`` says it in words. The answer and the triage
+        (its mistake, nearest-output diff and ranked fixes) come first, as in the text view and on the page."""
         return {"template": self.template, "route": self.route, "fidelity": self.fidelity,
                 "only_repairs": self.only_repairs, "entry": self.entry,
                 "clean": self.clean and not self.suspicious, "suspicious": self.suspicious,
-                "parse_clean": self.clean, "verdict": self.verdict, "generation_prompt": self.generation_prompt, "message": self.message,
+                "parse_clean": self.clean, "verdict": self.verdict, "verdict_text": self.verdict_text,
+                "answer": self.answer(), "triage": self.triage.to_json() if self.triage is not None else None,
+                "generation_prompt": self.generation_prompt, "message": self.message,
                 "spans": [s.to_json() for s in self.spans],
                 "stop": self.stop.to_json() if self.stop else None,
                 "truncated": self.truncated.to_json() if self.truncated else None,
-                "findings": [f.to_json() for f in self.findings], "fixes": [f.to_json() for f in self.fixes],
+                "findings": [dict(f.to_json(), role=r.value) for f, r in zip(self.findings, self.finding_roles)],
+                "fixes": [f.to_json() for f in self.fixes],
                 "other_fidelity_message": self.other, "consistency": self.consistency, "notes": self.notes,
-                "found_by": self.found_by, "triage": self.triage.to_json() if self.triage is not None else None}
+                "found_by": self.found_by}
 
 
 def visible_text(s: str) -> str:

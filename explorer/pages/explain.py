@@ -10,6 +10,9 @@ import json
 import streamlit as st
 
 from core.explain.call_relation import CallRelation, relation_lines
+from core.explain.model import part_of
+from core.explain.present import (STOP_SEEN_ABOVE, Gap, finding_head, focus_points, plain_paths, shown_evidence,
+                                  window_spans)
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -23,6 +26,9 @@ if tpl is None:
 
 urlstate.restore_explain()      # a permalink (x=…) puts its request and output back first
 state.default("in_output", state.sample_output(tpl))
+
+MESSAGE_CLIP = 2000     # characters of a message's string shown (a huge output's content), the count of the rest said
+
 
 def _apply_fix(fix: dict) -> None:
     """One click: put the fix's change where the explorer keeps it, and go where it shows. A change carries
@@ -78,6 +84,18 @@ def _apply_triage_fix(fix: dict) -> None:
         st.session_state[_only_key()] = list(change["repairs"])
         st.session_state["explain_applied"] = (fix["description"] + " — the explanation below now parses at "
                                                "improved fidelity with only this repair on")
+    elif "template_patch" in change:
+        # the patched template becomes the current one (an edit of it, as the Edit page makes): this page re-parses
+        # the output with it; the fidelity it was re-parsed at goes with it
+        state.set_current(state.from_edit(tpl, _patched(change["template_patch"])))
+        if change.get("fidelity"):
+            st.session_state["fidelity"] = change["fidelity"]
+        st.session_state["explain_applied"] = fix["description"] + " — the patched template is now the current one"
+    elif "overrides" in change and len(change) == 1:
+        # the override lands on the Overrides page (with its provenance), and this page shows what it gives
+        _apply_fix(fix)
+        st.session_state.pop("explain_goto", None)
+        st.session_state["explain_applied"] = fix["description"] + " — it is on the Overrides page"
     elif "server" in change:
         st.session_state["in_output"] = change["output"]
         st.session_state["explain_applied"] = fix["description"]
@@ -86,6 +104,14 @@ def _apply_triage_fix(fix: dict) -> None:
             st.session_state["explain_applied"] += f" — at {change['fidelity']} fidelity (switched)"
     else:
         _apply_fix(fix)
+
+
+def _patched(patch: list) -> str:
+    """The current template's source with a template patch's ``[old, new]`` replacements made."""
+    patched = tpl.source
+    for old, new in patch:
+        patched = patched.replace(old, new)
+    return patched
 
 
 def _needs_fidelity(fix: dict) -> str:
@@ -164,11 +190,13 @@ if only is not None:
 
 applied = st.session_state.pop("explain_applied", None)
 if applied:
-    st.success(md(f"Applied: {applied}"))
+    # the click re-parsed the output with the change: the message it gives now, right where the click was seen
+    st.success(md_code(f"Applied: {applied}"))
+    st.caption("The message now (the output re-parsed with the fix):")
+    show_json(ex["message"], clip=MESSAGE_CLIP)
 
 tg = ex.get("triage") or {}
-verdict = ex["verdict"] if ex["parse_clean"] else f"recovered ({ex['entry']})"
-st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {verdict}"))
+st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {ex['verdict_text']}"))
 if ex["entry"] == "no-parser":   # the template does not render: why, and what would (improvement transformers-dialect)
     for note in ex.get("notes") or []:
         st.warning(md(note))
@@ -177,7 +205,8 @@ if ex["entry"] == "no-parser":   # the template does not render: why, and what w
 
 if tg.get("mistake") not in (None, "NONE"):
     st.subheader("What the model did")
-    st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(tg["sentence"]))
+    points = [ex["stop"], ex["truncated"]]
+    st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(plain_paths(tg["sentence"], points)))
     near = tg.get("nearest")
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
@@ -190,18 +219,18 @@ if tg.get("mistake") not in (None, "NONE"):
         st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]) + _needs_fidelity(fx),
                     help=md(f"CLI: explain … {fx['cli']}") if fx.get("cli") else None)
         if "template_patch" in fx["change"]:
-            patched = tpl.source
-            for old, new in fx["change"]["template_patch"]:
-                patched = patched.replace(old, new)
-            st.download_button("Download the patched template", patched, file_name=f"patched-{tpl.name}",
-                               mime="text/plain", key=f"triage_fix_{i}")
+            left, right = st.columns(2)
+            left.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,),
+                        help="Makes the patched template the current one (an edit, as on the Edit page)")
+            right.download_button("Download the patched template", _patched(fx["change"]["template_patch"]),
+                                  file_name=f"patched-{tpl.name}", mime="text/plain", key=f"triage_fix_dl_{i}")
         else:
             st.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
     with st.expander("Evidence"):
         # the stop point has its own section below; the evidence here is what the triage adds to it
-        for e in tg.get("evidence") or []:
-            if not e.startswith("the parse stopped at output position"):
-                st.markdown("- " + md_code(split_rule_path(e)[0]))
+        for e in shown_evidence(tg.get("evidence") or [], ex["stop"], tg["sentence"]):
+            if e != STOP_SEEN_ABOVE:
+                st.markdown("- " + md_code(split_rule_path(plain_paths(e, points))[0]))
     if tg.get("relation"):
         # the template's call pieces (its own render of a call) against the output's markup, the CLI's lines; open
         # when the relation decided the mistake, closed when it only names the class the rules named
@@ -245,7 +274,17 @@ def _stop_html(stop: dict, kind: str) -> str:
 
 body = []
 stop = ex["stop"]
-for sp in ex["spans"]:
+gp_len = len(ex["generation_prompt"])
+# a huge output is shown as windows around the stop point, the cut, the edits and the repairs, each stretch left out
+# said with its size and exact output positions (present.window_spans, the text view's)
+shown = window_spans(ex["spans"], ex["spans"][-1]["end"] if ex["spans"] else gp_len, focus_points(ex))
+for sp in shown:
+    if isinstance(sp, Gap):
+        # on a line of its own (a window's edge is at a line break when one is near)
+        after = "" if body and body[-1].endswith("\n</span>") else "\n"
+        body.append(f'<span class="cte-gap" style="opacity:0.75;font-style:italic">{after}'
+                    f'{html.escape(sp.words(gp_len))}\n</span>')
+        continue
     if stop is not None and sp["start"] <= stop["pos"] < sp["end"]:
         cut = stop["pos"] - sp["start"]
         if cut:
@@ -255,7 +294,7 @@ for sp in ex["spans"]:
         continue
     body.append(_span_html(sp))
 if stop is not None and stop["pos"] >= len(ex["generation_prompt"] + ex.get("output", "")) and \
-        not any(sp["start"] <= stop["pos"] < sp["end"] for sp in ex["spans"]):
+        not any(sp["start"] <= stop["pos"] < sp["end"] for sp in shown if not isinstance(sp, Gap)):
     body.append(_stop_html(stop, "stop"))
 if ex["truncated"] is not None:
     body.append(_stop_html(ex["truncated"], "truncated"))
@@ -270,7 +309,7 @@ if stop is not None:
     if stop.get("path"):
         st.caption("Hover the ? icon for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
 if ex["truncated"] is not None:
-    st.warning(md_code(f"The output ends inside a tool call: {ex['truncated']['words']}"))
+    st.warning(md_code(f"The output ends inside {part_of(ex['truncated']['path'])}: {ex['truncated']['words']}"))
     if ex["truncated"].get("path"):
         st.caption("Hover the ? icon for the parser's grammar rules at that point.",
                    help=md(" > ".join(ex["truncated"]["path"])))
@@ -326,21 +365,22 @@ st.subheader("Why")
 if not ex["findings"]:
     st.caption("Nothing to explain: the format accounts for every character.")
 for f in ex["findings"]:
-    st.markdown(f"**{md_code(f['cause'])}**")
-    for e in f["evidence"]:
-        words, path = split_rule_path(e)
+    # the triage's mistake leads: a cause that agrees supports it, another is what the stop point alone suggests
+    st.markdown(f"**{md_code(finding_head(f['cause'], f['role'], ex['stop'] is not None))}**")
+    for e in shown_evidence(f["evidence"], ex["stop"]):
+        words, path = split_rule_path(plain_paths(e, [ex["stop"], ex["truncated"]]))
         st.markdown("- " + md_code(words), help=md(f"grammar rules: {path}") if path else None)
 if ex["other_fidelity_message"] is not None:
     left, right = st.columns(2)
     with left:
         st.caption(md(f"{ex['fidelity']} fidelity"))
-        show_json(ex["message"])
+        show_json(ex["message"], clip=MESSAGE_CLIP)
     with right:
         st.caption("the other fidelity")
-        show_json(ex["other_fidelity_message"])
+        show_json(ex["other_fidelity_message"], clip=MESSAGE_CLIP)
 else:
     with st.expander("Parsed message"):
-        show_json(ex["message"])
+        show_json(ex["message"], clip=MESSAGE_CLIP)
 
 # ---------------------------------------------------------------- fixes
 
@@ -362,11 +402,13 @@ elif not ex["fixes"] and tg.get("mistake") not in (None, "NONE"):
                     # contradicted a ranked fix offered a screen up
 else:
     st.subheader("Fixes that re-parse clean")
+    if ex["answer"]["from"] == "triage":
+        st.caption("Other changes that re-parse clean, from the causes under Why: the ranked fixes above come first.")
     if not ex["fixes"]:
         st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):
     st.markdown(_fix_words(fx))
-    show_json(fx["message"], height=160)
+    show_json(fx["message"], height=160, clip=MESSAGE_CLIP)
     st.button("Apply", key=f"explain_fix_{i}", on_click=_apply_fix, args=(fx,))
 
 # ---------------------------------------------------------------- reproducer
