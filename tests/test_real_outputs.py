@@ -111,7 +111,12 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   C++ output-parser tests (Qwen3-Coder, Qwen3, gpt-oss Harmony, Llama 3.1, Mistral 7B v0.3, Devstral, Gemma 4,
   MiniCPM5, LFM2.5) and FastDeploy's Python tool and reasoning parser tests (DeepSeek V3.1 / V3, Qwen3), projects no
   earlier set mined, each family with its model's own template (eleven families), each with the message the test
-  asserts; 36 in 50 expect a tool call. Nobody writes repairs from it."""
+  asserts; 36 in 50 expect a tool call. Nobody writes repairs from it.
+- ``real_outputs_kept24``: the twenty-fourth kept-aside batch, outputs fed to their parsers by the SMG gateway's and
+  SGLang's Rust router's test files no earlier set used (Mistral, gpt-oss, MiniMax M2, Kimi K2, Llama 3.1 / 3.2,
+  GLM-4.5, Qwen2.5, DeepSeek V3.1 tool parsers; smg's Qwen3 reasoning parser), each family with its model's own
+  template (ten families), each with the message the test asserts; 44 in 50 expect a tool call. Nobody writes
+  repairs from it."""
 
 from __future__ import annotations
 
@@ -252,6 +257,8 @@ PASS = {
     "real_outputs_kept22": {("llama.cpp", "kept22"): 16, ("improved", "kept22"): 40},
     # kept aside, first measure 22 / 39 (docs/realset-baseline.md "Twenty-third kept-aside batch")
     "real_outputs_kept23": {("llama.cpp", "kept23"): 22, ("improved", "kept23"): 39},
+    # kept aside, first measure 21 / 37 (docs/realset-baseline.md "Twenty-fourth kept-aside batch")
+    "real_outputs_kept24": {("llama.cpp", "kept24"): 21, ("improved", "kept24"): 37},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -283,6 +290,7 @@ SETS = {
     "real_outputs_kept21": (27, 7, {"kept21"}, True),
     "real_outputs_kept22": (50, 8, {"kept22"}, True),
     "real_outputs_kept23": (50, 11, {"kept23"}, True),
+    "real_outputs_kept24": (50, 10, {"kept24"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -321,6 +329,12 @@ DELIBERATELY_OTHER = {
         "reasoning-start-repeated and reasoning-end-unmatched: ollama keeps the repeated <think> in the reasoning and "
         "the second </think> in the content (as llama.cpp does); improved drops both as markup, as vLLM's reasoning "
         "parsers do (docs/fidelity-reasoning.md)",
+    # the twenty-fourth kept-aside batch (first measure)
+    "kept24-smg-reasoning-qwen3-initial-state":
+        "reasoning-end-without-start: Qwen3 with thinking on and a text with no reasoning marker at all; smg's Qwen3 "
+        "reasoning parser (which needs <think>) gives it as content (as llama.cpp does), improved reads it as "
+        "reasoning from its first character, as vLLM's deepseek_r1 / seed_oss reasoning parsers and SGLang's "
+        "force_reasoning do (the repair's sources, q3-without-think; docs/fidelity-reasoning.md)",
 }
 # words the lossless check finds lost, per set and fidelity, where a kept-aside batch found a loss on its first
 # measure (nobody writes repairs from a kept-aside batch; the loss is reported, pinned exactly, and goes when fixed):
@@ -361,7 +375,7 @@ TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.
                             "kept11.jsonl", "kept13.jsonl", "kept15.jsonl",
                             "kept16.jsonl", "kept18.jsonl", "kept19.jsonl", "kept20.jsonl",
                             "kept21.jsonl", "kept22.jsonl", "kept23.jsonl", "kept24.jsonl", "kept25.jsonl",
-                            "kept26.jsonl"}
+                            "kept26.jsonl", "kept28.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -376,7 +390,8 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept16", "real_outputs_kept17",
                                        "real_outputs_kept18", "real_outputs_kept19",
                                        "real_outputs_kept20", "real_outputs_kept21",
-                                       "real_outputs_kept22", "real_outputs_kept23"])
+                                       "real_outputs_kept22", "real_outputs_kept23",
+                                       "real_outputs_kept24"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
