@@ -173,7 +173,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   labelled by the labelling guide's decision order and committed before explain or the triage ran; one row
   (google/adk-python#5024, DeepSeek-V3's own call markup left as text), scored once (1/1 cause, 1/1 fix, 0/0 nearest;
   ``python scripts/triage_kept7_score.py --set kept27.jsonl``; "Twenty-ninth batch: kept27.jsonl (kept aside, public
-  reports)")."""
+  reports)").
+- ``kept29.jsonl``: the thirty-first batch, split ``"kept29"``, kept aside: the whole failing queue of
+  ``tests/data/real_outputs_kept25/`` (vllm-ascend's platform-patch parser tests: GLM-4.5, MiniMax M2 / M3, DeepSeek V4,
+  each family on its model's own template; 7 rows), by a rule committed before explain ran (``scripts/triage_queue.py
+  kept29``), labelled by the labelling guide's decision order and committed before the triage ran, scored once (6/7
+  cause, 7/7 fix, 3/3 nearest; ``python scripts/triage_kept7_score.py --set kept29.jsonl``; "Thirty-first batch:
+  kept29.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -391,6 +397,9 @@ SCORES = {
     # kept aside, public reports on the newest families: first run at the labelled commit (docs/explain.md
     # "Twenty-ninth batch"); one row, DeepSeek-V3's own call markup read at improved fidelity
     "kept27.jsonl": {"kept27": (1, 1, 0, 0)},
+    # kept aside: first run at the labelled commit (docs/explain.md "Thirty-first batch"); the one cause miss is
+    # MiniMax M3's text before a mid-answer think block (LEADING_TEXT by hand, REASONING_SETTING said)
+    "kept29.jsonl": {"kept29": (6, 7, 3, 3)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -401,7 +410,8 @@ SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 1
          "kept20.jsonl": 10, "kept21.jsonl": 12, "kept22.jsonl": 30, "kept23.jsonl": 21, "kept24.jsonl": 19,
          "kept25.jsonl": 30,
          "kept26.jsonl": 28,
-         "kept27.jsonl": 1}
+         "kept27.jsonl": 1,
+         "kept29.jsonl": 7}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -630,6 +640,13 @@ def test_the_twenty_eighth_batch_is_the_whole_failing_queue_of_real_outputs_kept
     NONE row)."""
     _check_queue_batch("kept26.jsonl", ["real_outputs_kept23"], prefix="", split="kept26", size=28, templates=8,
                        causes=8, fix_why=True)
+
+
+def test_the_thirty_first_batch_is_the_whole_failing_queue_of_real_outputs_kept25():
+    """kept29: the whole failing queue of tests/data/real_outputs_kept25/ (7 rows: vllm-ascend's platform-patch parser
+    tests, each family on its model's own template; no NONE row)."""
+    _check_queue_batch("kept29.jsonl", ["real_outputs_kept25"], prefix="", split="kept29", size=7, templates=4,
+                       causes=4, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
