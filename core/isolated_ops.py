@@ -244,7 +244,7 @@ def _explain_steps(source: str, name: str, request_json: str, output: str, fidel
                    disabled: tuple[str, ...], chunk: int) -> list[dict[str, Any]]:
     from .analysis import reapply as _re
     from .chat.pipeline import build_chat_parser, cached_analysis
-    from .explain.trace_routes import stream_steps
+    from .explain.trace_routes import REPLAY_WINDOW, stream_steps
 
     tpl = _template(source, name)
     overrides = json.loads(overrides_json)
@@ -254,13 +254,14 @@ def _explain_steps(source: str, name: str, request_json: str, output: str, fidel
     bundle = build_chat_parser(tpl, _request(request_json), report=report, fidelity=fidelity)
     gp = len(bundle.parser.generation_prompt)
     return [{"end": s.end, "new": [gp + s.new_start, gp + s.end], "spans": [x.to_json() for x in s.spans]}
-            for s in stream_steps(bundle.parser, output, chunk, bundle.report)]
+            for s in stream_steps(bundle.parser, output, chunk, bundle.report, window=REPLAY_WINDOW)]
 
 
 def explain_steps(source: str, name: str, request_json: str, output: str, fidelity: str, overrides_json: str,
                   disabled: tuple[str, ...], chunk: int) -> list[dict[str, Any]]:
     """The explanation's streaming steps (:func:`core.explain.trace_routes.stream_steps`, ``chunk`` characters
-    per step) as JSON data, in a worker."""
+    per step or wider for a long output, each with the spans of its last
+    :data:`~core.explain.trace_routes.REPLAY_WINDOW` characters) as JSON data, in a worker."""
     return isolation.call(_explain_steps, source, name, request_json, output, fidelity, overrides_json,
                           tuple(disabled), chunk, name=name, what="explanation")
 

@@ -647,3 +647,24 @@ def test_a_ranked_override_applies_in_one_click_and_the_page_stays_to_show_its_m
         [s.value for s in at.success]
     now = json.loads(next(c.value for c in at.code if c.language == "json" and '"tool_calls"' in c.value))
     assert [c["function"]["name"] for c in now["tool_calls"]] == ["get_current_weather"]
+
+
+def test_a_long_output_is_replayed_in_wider_steps_with_a_window():
+    # 30,000 characters in steps of 8 were 3,750 traced parses, each step sending the spans of its whole prefix (a
+    # replay quadratic in memory): at most REPLAY_STEPS steps, each with its last REPLAY_WINDOW characters, said so
+    from core.explain.trace_routes import REPLAY_STEPS, REPLAY_WINDOW
+
+    long_output = ("Thinking about it. " * 1580)[:30_000]
+    at = use_corpus(start(), "Qwen-Qwen2.5-7B-Instruct.jinja")
+    at.session_state["in_tools"] = json.dumps([TOOL])
+    at.session_state["in_output"] = long_output
+    at.session_state["in_explain_chunk"] = 8
+    _open_expanders(at)
+    at = page(at, "explain")
+    assert not at.exception
+    caption = next(unmd(c.value) for c in at.caption if "step " in unmd(c.value) and " of " in unmd(c.value))
+    assert f"step {REPLAY_STEPS} of {REPLAY_STEPS}:" in caption
+    assert f"steps of 75 characters, not 8: a replay has at most {REPLAY_STEPS} steps" in caption
+    assert f"the {REPLAY_WINDOW:,} characters before the step's end are shown (from 26,000)" in caption
+    body = next(b for b in html_bodies(at) if "cte-stream" in b)
+    assert len(body) < 60_000 and body.count("Thinking") >= 200

@@ -264,13 +264,41 @@ class StreamStep:
     spans: list[Span]
 
 
-def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -> list[StreamStep]:
-    """The streaming replay of ``output`` in steps of ``chunk`` characters: per step the spans of the lenient
-    parse of the prefix so far (the traced run of the main root),
-    with the text the parse has not yet accounted for marked ``held back``. Raises ``ValueError`` for
-    ``chunk < 1``."""
+REPLAY_STEPS = 400
+"""At most this many steps in a streaming replay: a longer output is replayed in wider steps (each one a traced parse
+of the prefix, so the steps times the output's length is the work)."""
+REPLAY_WINDOW = 4000
+"""Each step keeps the spans of at most this many characters before its end (the text an earlier step showed is
+not sent again: a replay of n steps over the whole prefix is quadratic in memory)."""
+
+
+def replay_chunk(output_len: int, chunk: int) -> int:
+    """The step width a replay of ``output_len`` characters asked in steps of ``chunk`` uses: ``chunk``, or wider
+    so that there are at most :data:`REPLAY_STEPS` steps."""
+    return max(chunk, -(-output_len // REPLAY_STEPS))
+
+
+def _from(spans: list[Span], lo: int) -> list[Span]:
+    """``spans`` from position ``lo`` on: a span across ``lo`` keeps its part after it."""
+    out = []
+    for sp in spans:
+        if sp.end <= lo:
+            continue
+        if sp.start < lo:
+            sp = replace(sp, start=lo, text=sp.text[lo - sp.start:])
+        out.append(sp)
+    return out
+
+
+def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None,
+                 window: int | None = None) -> list[StreamStep]:
+    """The streaming replay of ``output`` in steps of :func:`replay_chunk` characters (``chunk``, wider for a long
+    output): per step the spans of the lenient parse of the prefix so far (the traced run of the main root),
+    with the text the parse has not yet accounted for marked ``held back``; with ``window``, only the spans of the
+    last ``window`` characters of each step. Raises ``ValueError`` for ``chunk < 1``."""
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1 (got {chunk})")
+    chunk = replay_chunk(len(output), chunk)
     gp = len(parser.generation_prompt)
     steps: list[StreamStep] = []
     for end in list(range(chunk, len(output), chunk)) + [len(output)]:
@@ -285,6 +313,8 @@ def stream_steps(parser: Any, output: str, chunk: int = 8, report: Any = None) -
         if spans and spans[-1].label == SpanLabel.MARKER and not spans[-1].field and spans[-1].end == len(text):
             # consumed by no node yet: a marker or name still being written
             spans[-1] = replace(spans[-1], label=SpanLabel.HELD_BACK)
+        if window is not None:
+            spans = _from(spans, max(0, len(text) - window))
         steps.append(StreamStep(end, steps[-1].end if steps else 0, spans))
     return steps
 
@@ -419,4 +449,5 @@ def _after_turn_end(tr: ParseTrace, parser: Any, output: str, end: int) -> Parse
     return replace(tr, text=tr.text + output[end:], spans=spans, message=final)
 
 
-__all__ = ["ParseTrace", "StreamStep", "stream_steps", "trace_parse", "trace_peg", "trim_ws"]
+__all__ = ["REPLAY_STEPS", "REPLAY_WINDOW", "ParseTrace", "StreamStep", "replay_chunk", "stream_steps", "trace_parse",
+           "trace_peg", "trim_ws"]

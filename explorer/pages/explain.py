@@ -11,6 +11,7 @@ import streamlit as st
 
 from core.explain.call_relation import CallRelation, relation_lines
 from core.explain.model import part_of
+from core.explain.trace_routes import REPLAY_STEPS, REPLAY_WINDOW, replay_chunk
 from core.explain.present import (STOP_SEEN_ABOVE, Gap, finding_head, focus_points, plain_paths, shown_evidence,
                                   window_spans)
 from explorer import state, urlstate
@@ -356,8 +357,15 @@ if replay_box.open:
                         parts.append(html_piece)
             held = "".join(sp["text"] for sp in step["spans"] if sp["label"] == "held back")
             st.html(panel_html("cte-stream", "".join(parts)))
+            asked = int(st.session_state.get("in_explain_chunk", 8))
+            width = replay_chunk(len(st.session_state.get("in_output", "")), asked)
+            shown_from = min((sp["start"] for sp in step["spans"]), default=0) - len(ex["generation_prompt"])
             st.caption(md(f"step {k} of {len(steps)}: output characters {step['new'][0] - len(ex['generation_prompt'])}"
-                          f"–{step['end']} new (outlined)" + (f"; {len(held)} held back" if held else "")))
+                          f"–{step['end']} new (outlined)" + (f"; {len(held)} held back" if held else "")
+                          + (f"; steps of {width:,} characters, not {asked}: a replay has at most {REPLAY_STEPS} "
+                             "steps" if width != asked else "")
+                          + (f"; the {REPLAY_WINDOW:,} characters before the step's end are shown (from "
+                             f"{shown_from:,})" if shown_from > 0 else "")))
 
 # ---------------------------------------------------------------- why
 
