@@ -777,6 +777,10 @@ AGREEMENT = {
     "kept25-kept27": {"labellers": (51, 59), "within_second": (57, 59), "triage_first": (41, 59),
                       "triage_second": (40, 59), "triage_either": (42, 59), "consensus_cause": (39, 51),
                       "consensus_both": (36, 51)},
+    # kept aside, both labellers following the guide: kept28 (29 rows), kept29 (7); first measure, on the same rules
+    "kept28-kept29": {"labellers": (31, 36), "within_second": (31, 36), "triage_first": (27, 36),
+                      "triage_second": (27, 36), "triage_either": (28, 36), "consensus_cause": (26, 31),
+                      "consensus_both": (26, 31)},
 }
 
 
