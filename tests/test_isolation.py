@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 
 import pytest
@@ -16,6 +17,7 @@ from core.chat.pipeline import build_chat_parser
 from core.chat.request import ChatRequest
 from core.errors import RequestError, TemplateRenderError, TemplateSyntaxError
 from core.isolation import WorkerLimitError
+from core.jinja.limits import HAD_CPU_SHARE
 from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT
@@ -223,6 +225,15 @@ def test_a_time_limit_is_transient_only_when_the_worker_was_starved():
 LOOP = "{%- for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor -%}"
 
 
+def _starved_beyond_the_stop(outcome: object) -> bool:
+    """True for the load verdict ("it got 1.5 s of CPU in 20.1 s; try again") when its own figures show the worker
+    had under a tenth of a core outside the 3 s stop: another job on the machine starved it, which the stop alone
+    cannot do (the render's wall bound is 10x its CPU limit). Anything else is no such verdict."""
+    m = re.search(r"it got ([0-9.]+) s of CPU in ([0-9.]+) s; try again", str(outcome))
+    return (isinstance(outcome, WorkerLimitError) and m is not None
+            and float(m[1]) < 2.0 * HAD_CPU_SHARE and float(m[1]) < 0.1 * (float(m[2]) - 3.0))
+
+
 def _stopped_mid_call(work) -> list:
     """Run ``work()`` in a thread and stop its worker (SIGSTOP: a loaded machine, taken to the extreme) for 3 s
     once it has used some CPU — past the 2 s render time limit in wall time — then let it go on; what ``work``
@@ -267,19 +278,24 @@ def test_a_render_time_limit_reached_with_its_cpu_after_a_stop_is_the_templates_
     call it load ("try again") because the call as a whole got under half the machine's CPU."""
     outcome = _stopped_mid_call(lambda: isolation.call(_render, LOOP, what="render", name="loop.jinja",
                                                        timeout_s=_LONG_S))
+    if _starved_beyond_the_stop(outcome[0]):
+        return      # another job took the machine: "try again" is then the true answer (the figures show it)
     assert isinstance(outcome[0], TemplateRenderError) and not isinstance(outcome[0], WorkerLimitError), outcome
     assert str(outcome[0]).endswith("render took longer than 2 s (limit: render time)"), outcome
 
 
 @pytest.mark.skipif(not hasattr(__import__("signal"), "SIGSTOP"), reason="needs SIGSTOP")
-def test_the_edit_pages_check_of_a_runaway_template_says_what_the_live_render_says():
+def test_the_edit_pages_check_of_a_runaway_template_says_what_the_live_render_says(monkeypatch):
     """Edit → Analyse checks the text with core.isolated_ops.check_source; on a loaded server the runaway template
     got "hit a time limit while the server was busy … try again" while the live render beside it said the render
     time limit. The check now reports the same error as the render: the template exceeded the render time
     limit, named with its limit."""
     from core.chat.conversation import render_located
 
+    monkeypatch.setattr(isolation, "DEFAULT_TIMEOUT_S", _LONG_S)   # the render's own limits decide, not the pool's
     outcome = _stopped_mid_call(lambda: isolated_ops.check_source(LOOP, "loop.jinja"))
+    if _starved_beyond_the_stop(outcome[0]):
+        return
     assert not isinstance(outcome[0], BaseException), outcome
     live = isolation.call(render_located, LOOP, "loop.jinja", [{"role": "user", "content": "Hello"}], None,
                           name="loop.jinja", what="render")[1]
