@@ -204,6 +204,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         word = re.compile(r"[\w.\-]+|\s+").match(s, at)
         lits = _literals(p.expected)
         lits = [x for x in lits if x.strip(_WS) not in ctx["names"]]
+        head = _prompt_tail_at(s, at, ctx.get("gp", ""))
+        if head:    # the generation prompt's header written again where the reply starts (gpt-oss's `<|start|>assistant`)
+            out.append(Edit("delete", at, head, ""))
         for lit in lits[:4]:
             # the literal written but for its whitespace tail (`>` of `>\n`): the whitespace put in alone, not
             # the literal again before what the model wrote of it
@@ -358,6 +361,18 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             seen.add(k)
             uniq.append(e)
     return uniq[:8]
+
+
+def _prompt_tail_at(s: str, at: int, gp: str) -> str:
+    """The longest tail of the generation prompt that starts with a marker token and that ``s`` writes again at
+    ``at`` (with the prompt's whitespace after it when the output writes that too), ``""`` if none: the prompt's
+    own header repeated by the model."""
+    for m in _TOKEN.finditer(gp):
+        tail = gp[m.start():]
+        for t in (tail, tail.rstrip(_WS)):
+            if t.strip(_WS) and s.startswith(t, at):
+                return t
+    return ""
 
 
 _CLOSE_TAG = re.compile(r"</([A-Za-z_][\w:\-]{0,40})>")
@@ -599,6 +614,7 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
         r_ends = []
     return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "spaced_closers": spaced,
+            "gp": getattr(bundle, "generation_prompt", "") or "",
             "r_ends": r_ends,
             "args_key": args_key,
             "all_markers": _format_markers(a, bundle),
