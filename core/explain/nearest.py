@@ -300,7 +300,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         own = set(ctx["markers"]) | ctx["all_markers"]
         ends = [e for e in ctx["r_ends"] if e.strip(_WS) and e.strip(_WS) not in own and e.strip(_WS) not in s]
         at = min((i for i in (s.find(m_) for m_ in ctx["markers"] if m_) if i >= 0), default=-1)
+        turn = _prompt_tail_in(s, ctx.get("gp", ""))
         for e in ends[:1]:
+            if turn > 0:    # the reply's header written again after the reasoning: the reasoning ends before it
+                out.append(Edit("insert", turn, "", e.strip(_WS)))
             if at >= 0:
                 out.append(Edit("insert", at, "", e))
                 if e != e.strip(_WS):
@@ -373,6 +376,17 @@ def _prompt_tail_at(s: str, at: int, gp: str) -> str:
             if t.strip(_WS) and s.startswith(t, at):
                 return t
     return ""
+
+
+def _prompt_tail_in(s: str, gp: str) -> int:
+    """Where ``s`` first writes again the longest tail of the generation prompt that starts with a marker token
+    (a new turn's header the model wrote after text of its own), -1 if nowhere."""
+    for m in _TOKEN.finditer(gp):
+        tail = gp[m.start():].rstrip(_WS)
+        i = s.find(tail) if tail else -1
+        if i >= 0:
+            return i
+    return -1
 
 
 _CLOSE_TAG = re.compile(r"</([A-Za-z_][\w:\-]{0,40})>")
