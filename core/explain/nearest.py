@@ -289,7 +289,13 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         m = _JSON_CALL_START.search(s)
         if m:
             starts.append(m.start())
-        for i in sorted(set(starts))[:2]:
+        firsts = sorted(set(starts))[:2]
+        ops = {o.strip(_WS) for o in ctx["openers"]}
+        mark = min((i for i in (s.find(m_) for m_ in ctx["all_markers"] if m_ and m_ not in ops) if i >= 0),
+                   default=-1)
+        if mark >= 0 and mark not in firsts:
+            firsts.append(mark)     # the format's own call markup, written without the opener before it
+        for i in firsts:
             for op in ctx["openers"][:2]:
                 if not s.startswith(op.strip(_WS), i):
                     out.append(Edit("insert", i, "", op))
@@ -366,11 +372,14 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     return uniq[:8]
 
 
+_HEADER_CHARS = 200     # how much of the generation prompt's end a repeated header may span
+
+
 def _prompt_tail_at(s: str, at: int, gp: str) -> str:
     """The longest tail of the generation prompt that starts with a marker token and that ``s`` writes again at
     ``at`` (with the prompt's whitespace after it when the output writes that too), ``""`` if none: the prompt's
     own header repeated by the model."""
-    for m in _TOKEN.finditer(gp):
+    for m in _TOKEN.finditer(gp, max(0, len(gp) - _HEADER_CHARS)):
         tail = gp[m.start():]
         for t in (tail, tail.rstrip(_WS)):
             if t.strip(_WS) and s.startswith(t, at):
@@ -381,7 +390,7 @@ def _prompt_tail_at(s: str, at: int, gp: str) -> str:
 def _prompt_tail_in(s: str, gp: str) -> int:
     """Where ``s`` first writes again the longest tail of the generation prompt that starts with a marker token
     (a new turn's header the model wrote after text of its own), -1 if nowhere."""
-    for m in _TOKEN.finditer(gp):
+    for m in _TOKEN.finditer(gp, max(0, len(gp) - _HEADER_CHARS)):
         tail = gp[m.start():].rstrip(_WS)
         i = s.find(tail) if tail else -1
         if i >= 0:
