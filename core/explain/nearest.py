@@ -291,14 +291,19 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             starts.append(m.start())
         firsts = sorted(set(starts))[:2]
         ops = {o.strip(_WS) for o in ctx["openers"]}
-        mark = min((i for i in (s.find(m_) for m_ in ctx["all_markers"] if m_ and m_ not in ops) if i >= 0),
+        mark = min((i for i in (s.find(m_) for m_ in ctx["all_markers"] if m_[:1] in "<[" and m_ not in ops) if i >= 0),
                    default=-1)
-        if mark >= 0 and mark not in firsts:
+        if mark >= 0 and mark not in firsts and not any(o and o in s[:mark] for o in ops):
             firsts.append(mark)     # the format's own call markup, written without the opener before it
         for i in firsts:
             for op in ctx["openers"][:2]:
                 if not s.startswith(op.strip(_WS), i):
                     out.append(Edit("insert", i, "", op))
+        for core_, head, lead, _closer in _render_pieces(ctx):
+            # the render's call as it starts after its opener (`<｜DSML｜invoke name="`), written without the opener
+            i = s.find(head)
+            if i >= 0 and core_ not in s[:i]:
+                out.append(Edit("insert", i, "", core_ + lead))
         if ctx["special_start"] and not s.startswith(ctx["special_start"]):
             out.append(Edit("insert", 0, "", ctx["special_start"]))
     if not p.message.tool_calls and (p.truncated or p.stop < 0) and ctx.get("r_ends"):
@@ -352,6 +357,11 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
             if not s.rstrip(_WS).endswith(c.strip(_WS)):
                 out.append(Edit("insert", len(s), "", c))
+        for core_, _head, _lead, closer in _render_pieces(ctx):
+            # the opener's own closer as the render writes it (`\n</｜DSML｜tool_calls>`), when the output
+            # opened it and never closed it
+            if closer and core_ in s and s.rfind(closer.strip(_WS)) < s.rfind(core_):
+                out.append(Edit("insert", len(s), "", closer))
         tail = re.compile(r"<[^<>\s]{1,40}$").search(s, max(0, len(s) - 42))
         for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
             core_ = c.strip(_WS)
@@ -413,6 +423,31 @@ def _call_tail(ctx: dict[str, Any]) -> str:
             tail = render[i + len(_TAIL_FILL):] if i >= 0 else ""
         ctx["call_tail"] = tail
     return ctx["call_tail"]
+
+
+def _render_pieces(ctx: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Per opener of the format that the template's render of a call writes: the opener, the text the render
+    writes after it up to the tool's name (stripped), the whitespace between the two, and the opener's mirror
+    closer (``<x>`` -> ``</x>``) with the whitespace the render writes before it (``""`` when the render writes
+    none); one render per triage."""
+    if "render_pieces" not in ctx:
+        pieces: list[tuple[str, str, str, str]] = []
+        render = _rendered_call(ctx["setup"], ctx["names"][0], {"a": _TAIL_FILL}) \
+            if ctx.get("setup") is not None and ctx["names"] else ""
+        for op in ctx["openers"][:2]:
+            core_ = op.strip(_WS)
+            i = render.find(core_) if core_.startswith("<") else -1
+            if i < 0:
+                continue
+            body = render[i + len(core_):]
+            k = min((body.find(n) for n in ctx["names"] if n in body), default=-1)
+            head = body[:k].strip(_WS) if k >= 0 else ""
+            if len(head) < 2:
+                continue
+            m = re.compile(r"[ \t\r\n]{0,8}" + re.escape("</" + core_[1:])).search(body)
+            pieces.append((core_, head, body[:len(body[:k]) - len(body[:k].lstrip(_WS))], m.group(0) if m else ""))
+        ctx["render_pieces"] = pieces
+    return ctx["render_pieces"]
 
 
 def _closers_before_last(s: str, ctx: dict[str, Any]) -> list[Edit]:
