@@ -220,6 +220,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         for lit in lits[:2]:
             if tok:
                 out.append(Edit("replace", at, tok.group(0), lit))
+            seg = s[at:at + len(lit)]
+            if seg != lit and len(seg) == len(lit) and _punct_only(seg, lit):
+                # the literal written with other punctuation (`functions_` for `functions.`, `_` for `:`)
+                out.append(Edit("replace", at, seg, lit))
         if tok:
             out.append(Edit("delete", at, tok.group(0), ""))
         elif word and s[at:at + 1] in _WS:
@@ -383,6 +387,13 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
 
 
 _HEADER_CHARS = 200     # how much of the generation prompt's end a repeated header may span
+
+
+def _punct_only(a: str, b: str) -> bool:
+    """Whether two strings of one length differ only in up to two punctuation characters, each side's."""
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    return 0 < len(diff) <= 2 and all(not x.isalnum() and not y.isalnum() and x not in _WS and y not in _WS
+                                      for x, y in diff)
 
 
 def _prompt_tail_at(s: str, at: int, gp: str) -> str:
