@@ -221,7 +221,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             if tok:
                 out.append(Edit("replace", at, tok.group(0), lit))
             seg = s[at:at + len(lit)]
-            if seg != lit and len(seg) == len(lit) and _punct_only(seg, lit):
+            if not tok and seg != lit and len(seg) == len(lit) and _punct_only(seg, lit):
                 # the literal written with other punctuation (`functions_` for `functions.`, `_` for `:`)
                 out.append(Edit("replace", at, seg, lit))
         if tok:
@@ -323,6 +323,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                 out.append(Edit("insert", at, "", e))
                 if e != e.strip(_WS):
                     out.append(Edit("insert", at, "", e.strip(_WS)))
+    lead = len(s) - len(s.lstrip(_WS))
+    head = _prompt_tail_at(s, lead, ctx.get("gp", "")) if p.stop != lead else ""
+    if head:        # the output starts by writing the generation prompt's end again (DeepSeek's `<think>`)
+        out.append(Edit("delete", lead, head, ""))
     m = re.search(r"```\w{0,16}\n", s)
     if m:
         out.append(Edit("delete", m.start(), m.group(0), ""))
@@ -390,10 +394,11 @@ _HEADER_CHARS = 200     # how much of the generation prompt's end a repeated hea
 
 
 def _punct_only(a: str, b: str) -> bool:
-    """Whether two strings of one length differ only in up to two punctuation characters, each side's."""
+    """Whether two strings of one length differ only in up to two punctuation characters, each side's, none of
+    them whitespace or a bracket (markup, not a separator)."""
     diff = [(x, y) for x, y in zip(a, b) if x != y]
-    return 0 < len(diff) <= 2 and all(not x.isalnum() and not y.isalnum() and x not in _WS and y not in _WS
-                                      for x, y in diff)
+    return 0 < len(diff) <= 2 and all(not x.isalnum() and not y.isalnum() and x not in _WS + "<>[]{}"
+                                      and y not in _WS + "<>[]{}" for x, y in diff)
 
 
 def _prompt_tail_at(s: str, at: int, gp: str) -> str:
