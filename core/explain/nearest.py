@@ -232,6 +232,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         if ws and lits:     # whitespace written just before what the parser wanted there (`…</arg_value>\n</tool_call>`)
             out.append(Edit("delete", ws.start(), ws.group(0), ""))
         out.extend(_gap_in_literal(s, at, lits))
+        out.extend(_literal_with_space_off(s, at, lits))
+        before = _text_before_literal(s, at, lits, ctx)
+        if before:
+            out.append(before)
         invented = _invented_call(s, at, p, ctx)
         if invented:
             out.append(invented)
@@ -592,6 +596,39 @@ def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
                     out.append(Edit("delete", at + len(head), s[at + len(head):j], ""))
                 break
     return out
+
+
+def _literal_with_space_off(s: str, at: int, lits: list[str]) -> list[Edit]:
+    """Where the parser wants a literal holding whitespace (``<function name="``) and the output writes it with
+    one whitespace character left out (``<functionname="``) or another character in its place (a tokenizer's
+    ``Ġ``): that whitespace put back (one edit per literal)."""
+    out: list[Edit] = []
+    for lit in lits[:4]:
+        for k, ch in enumerate(lit):
+            if ch not in _WS or k == 0:
+                continue
+            if s.startswith(lit[:k], at) and s.startswith(lit[k + 1:], at + k) and lit[k + 1:]:
+                out.append(Edit("insert", at + k, "", ch))
+                break
+            if s.startswith(lit[:k], at) and s.startswith(lit[k + 1:], at + k + 1) and s[at + k] not in _WS:
+                out.append(Edit("replace", at + k, s[at + k], ch))
+                break
+    return out
+
+
+def _text_before_literal(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a marker literal the output writes further on (``Sure! <|START_ACTION|>`` where
+    ``<|START_ACTION|>`` belongs first): the text in between deleted, when it holds no marker of the format
+    (prose the model wrote where the format allows none); looked for within 4 KiB."""
+    marks = [x for x in ctx["all_markers"] | set(ctx["markers"]) if x]
+    for lit in lits[:2]:
+        core_ = lit.strip(_WS)
+        if not _marked(core_, marks):
+            continue
+        j = s.find(core_, at + 1, at + 4096)
+        if j > at and s[at:j].strip(_WS) and not _marked(s[at:j], marks):
+            return Edit("delete", at, s[at:j], "")
+    return None
 
 
 def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
