@@ -231,7 +231,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         ws = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
         if ws and lits:     # whitespace written just before what the parser wanted there (`…</arg_value>\n</tool_call>`)
             out.append(Edit("delete", ws.start(), ws.group(0), ""))
-        out.extend(_gap_in_literal(s, at, lits))
+        out.extend(_gap_in_literal(s, at, lits, ctx["all_markers"]))
         out.extend(_literal_with_space_off(s, at, lits))
         before = _text_before_literal(s, at, lits, ctx)
         if before:
@@ -345,6 +345,11 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     hint = ctx.get("stop_hint")
     if p.message.tool_calls and p.stop < 0 and hint and hint[0] == s:
         out.extend(_closer_then_opener(s, hint[1], _literals(hint[2]), ctx))
+        ws = re.compile(r"[ \t\r\n]{1,40}").match(s, hint[1]) \
+            or re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, hint[1] - 40), hint[1])
+        if ws and any(o.strip(_WS) and s.startswith(o.strip(_WS), ws.end()) for o in ctx["openers"]):
+            # whitespace between two calls where the format writes them glued: the next call is read once it goes
+            out.append(Edit("delete", ws.start(), ws.group(0), ""))
     if p.message.tool_calls and p.stop < 0:
         m = _SPECIAL_SHAPE.search(p.message.content or "")
         i = s.find(m.group(0)) if m else -1
@@ -465,7 +470,17 @@ def _render_pieces(ctx: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             if len(head) < 2:
                 continue
             m = re.compile(r"[ \t\r\n]{0,8}" + re.escape("</" + core_[1:])).search(body)
-            pieces.append((core_, head, body[:len(body[:k]) - len(body[:k].lstrip(_WS))], m.group(0) if m else ""))
+            closer = m.group(0) if m else ""
+            v = body.find(_TAIL_FILL)
+            if not closer and v >= 0:
+                # no mirror tag: the first marker of the format the render writes after the call's value
+                # (Gemma 4's `<tool_call|>`)
+                t = min(((j, x) for j, x in ((body.find(x, v), x) for x in ctx["all_markers"] if x != core_)
+                         if j >= 0), default=None)
+                if t is not None:
+                    ws = re.compile(r"[ \t\r\n]{0,8}$").search(body, v, t[0])
+                    closer = (ws.group(0) if ws else "") + t[1]
+            pieces.append((core_, head, body[:len(body[:k]) - len(body[:k].lstrip(_WS))], closer))
         ctx["render_pieces"] = pieces
     return ctx["render_pieces"]
 
@@ -579,7 +594,8 @@ def _tags_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[tuple[s
     return list(dict.fromkeys((m.group(1), m.group(2)) for m in _WS_TAG.finditer(render)))
 
 
-def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
+def _gap_in_literal(s: str, at: int, lits: list[str], marks: set[str] | frozenset[str] = frozenset()
+                    ) -> list[Edit]:
     """Where the parser wants a literal of several tokens (``<|START_THINKING|><|END_THINKING|><|START_ACTION|>``)
     and the output writes its first token(s) there and the rest further on: deleting the text between (what the
     model wrote inside a marker sequence the format writes glued) — one edit per literal, looked for within 4 KiB."""
@@ -587,6 +603,14 @@ def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
     for lit in lits[:4]:
         toks = list(_TOKEN.finditer(lit))
         if len(toks) < 2:
+            heads = [lit[:t.end()] for t in toks[:1] if t.start() == 0] + sorted(
+                (m for m in marks if len(m) < len(lit) and lit.startswith(m)), key=len, reverse=True)
+            if heads and lit[len(heads[0]):].strip(_WS):
+                # a marker and text (`<|tool_call>call:`): a few characters written between the two
+                head, rest = heads[0], lit[len(heads[0]):]
+                j = s.find(rest, at + len(head), at + len(head) + 9) if s.startswith(head, at) else -1
+                if j > at + len(head) and not _TOKEN.search(s, at + len(head), j):
+                    out.append(Edit("delete", at + len(head), s[at + len(head):j], ""))
             continue
         for t in toks[:-1][::-1]:
             head, rest = lit[:t.end()], lit[t.end():]
