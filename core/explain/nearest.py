@@ -170,7 +170,11 @@ def _literals(expected: list[str]) -> list[str]:
     out: list[str] = []
     for e in expected:
         if len(e) >= 3 and e.startswith("`") and e.endswith("`"):
-            lit = e[1:-1].replace("\\n", "\n").replace("\\t", "\t")
+            n = len(e) - len(e.lstrip("`"))    # a code span of n backticks (a literal holding backticks)
+            inner = e[n:len(e) - n] if n > 1 and len(e) > 2 * n and e.endswith("`" * n) else e[1:-1]
+            if n > 1 and inner[:1] == " " and inner[-1:] == " " and inner.strip(" "):
+                inner = inner[1:-1]            # the padding a span adds around a backtick at either end
+            lit = inner.replace("\\n", "\n").replace("\\t", "\t")
             if lit and lit not in out:
                 out.append(lit)
     return out
@@ -625,7 +629,7 @@ def _gap_in_literal(s: str, at: int, lits: list[str], marks: set[str] | frozense
 def _literal_with_space_off(s: str, at: int, lits: list[str]) -> list[Edit]:
     """Where the parser wants a literal holding whitespace (``<function name="``) and the output writes it with
     one whitespace character left out (``<functionname="``) or another character in its place (a tokenizer's
-    ``Ġ``): that whitespace put back (one edit per literal)."""
+    ``Ġ``, a space for a line break): that whitespace put back (one edit per literal)."""
     out: list[Edit] = []
     for lit in lits[:4]:
         for k, ch in enumerate(lit):
@@ -634,7 +638,8 @@ def _literal_with_space_off(s: str, at: int, lits: list[str]) -> list[Edit]:
             if s.startswith(lit[:k], at) and s.startswith(lit[k + 1:], at + k) and lit[k + 1:]:
                 out.append(Edit("insert", at + k, "", ch))
                 break
-            if s.startswith(lit[:k], at) and s.startswith(lit[k + 1:], at + k + 1) and s[at + k] not in _WS:
+            if s.startswith(lit[:k], at) and s.startswith(lit[k + 1:], at + k + 1) and s[at + k] != ch \
+                    and at + k < len(s):
                 out.append(Edit("replace", at + k, s[at + k], ch))
                 break
     return out
