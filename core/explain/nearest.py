@@ -269,6 +269,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         fence = re.compile(r"\s{0,8}```").match(s, at)
         if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
             out.append(Edit("delete", at, fence.group(0), ""))
+        moved = _member_first(s, at, lits)
+        if moved:
+            out.append(moved)
         quoted = _plain_quoted(s, at, lits)
         if quoted:
             out.append(quoted)
@@ -681,6 +684,53 @@ def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | N
     return Edit("delete", a, s[a:min(nxt)], "")
 
 
+_JSON = json.JSONDecoder()
+_JSON_KEY = re.compile(r'"[^"\\\n]{1,64}"')
+_MEMBER_SEP = re.compile(r"\s{0,40}:\s{0,40}")
+_MEMBER_NEXT = re.compile(r"\s{0,40},\s{0,40}")
+
+
+def _member_spans(s: str, at: int) -> list[tuple[str, int, int]]:
+    """The members of the JSON object whose first member starts at ``at``: ``(key, start, end)`` each, read within
+    4 KiB; ``[]`` when the text there is no such object."""
+    out: list[tuple[str, int, int]] = []
+    i, end = at, min(len(s), at + 4096)
+    while i < end and len(out) < 32:
+        k = _JSON_KEY.match(s, i)
+        sep = _MEMBER_SEP.match(s, k.end()) if k else None
+        if not sep:
+            return []
+        try:
+            _v, j = _JSON.raw_decode(s, sep.end())
+        except ValueError:
+            return []
+        out.append((k.group(0), i, j))
+        nxt = _MEMBER_NEXT.match(s, j)
+        if not nxt:
+            rest = re.compile(r"\s{0,40}\}").match(s, j)
+            return out if rest else []
+        i = nxt.end()
+    return []
+
+
+def _member_first(s: str, at: int, lits: list[str]) -> Edit | None:
+    """Where the parser wants a JSON key first (``"name"``) and the object written at ``at`` holds that key after
+    another member (``{"arguments": {…}, "name": "f"}``): the wanted member moved first (one edit, the members'
+    order)."""
+    keys = [x for x in lits if _JSON_KEY.fullmatch(x)]
+    if not keys or not s.startswith('"', at) or not s[:at].rstrip(_WS).endswith("{"):
+        return None
+    spans = _member_spans(s, at)
+    for key in keys[:2]:
+        hit = [m for m in spans if m[0] == key]
+        if hit and hit[0][1] > at:
+            _k, a, b = hit[0]
+            sep = s[spans[0][2]:spans[1][1]]          # the separator the model writes between members
+            before = s[at:a][:len(s[at:a]) - len(sep)]   # the members written before the wanted one
+            return Edit("replace", at, s[at:b], s[a:b] + sep + before)
+    return None
+
+
 def _plain_quoted(s: str, at: int, lits: list[str]) -> Edit | None:
     """A string value in plain quotes at ``at`` where the parser expects a delimiter token holding a quote
     character (Gemma 4's ``<|"|>``): one edit writing the value between that token on both sides."""
@@ -921,6 +971,11 @@ def sentence_of(edits: list[Edit], output: str) -> str:
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
                          + ("a whole call or turn more than the format, as requested, reads there" if whole else
                             "which the template's format has no place for"))
+        elif len(e.old) == len(e.new) > 8 and sorted(e.old) == sorted(e.new) and _JSON_KEY.match(e.new) \
+                and _JSON_KEY.match(e.old):
+            key = _JSON_KEY.match(e.new).group(0)
+            parts.append(f"the model wrote the member {_q(key)} after {_q(_JSON_KEY.match(e.old).group(0))}, "
+                         "where the template writes it first")
         else:
             parts.append(f"the model wrote {_q(e.old)} where the template writes {_q(e.new)}")
     return "; then ".join(parts)
