@@ -41,8 +41,8 @@ _SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A
 
 @dataclass
 class Edit:
-    """One edit of the output: ``kind`` insert / delete / replace at ``pos`` (output index), ``old`` the text
-    removed, ``new`` the text put there."""
+    """One edit of the output: ``kind`` insert / delete / replace / move at ``pos`` (output index), ``old`` the
+    text removed, ``new`` the text put there (a ``move`` puts the same members back in another order)."""
 
     kind: str
     pos: int
@@ -727,7 +727,7 @@ def _member_first(s: str, at: int, lits: list[str]) -> Edit | None:
             _k, a, b = hit[0]
             sep = s[spans[0][2]:spans[1][1]]          # the separator the model writes between members
             before = s[at:a][:len(s[at:a]) - len(sep)]   # the members written before the wanted one
-            return Edit("replace", at, s[at:b], s[a:b] + sep + before)
+            return Edit("move", at, s[at:b], s[a:b] + sep + before)
     return None
 
 
@@ -971,8 +971,7 @@ def sentence_of(edits: list[Edit], output: str) -> str:
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
                          + ("a whole call or turn more than the format, as requested, reads there" if whole else
                             "which the template's format has no place for"))
-        elif len(e.old) == len(e.new) > 8 and sorted(e.old) == sorted(e.new) and _JSON_KEY.match(e.new) \
-                and _JSON_KEY.match(e.old):
+        elif e.kind == "move" and _JSON_KEY.match(e.new) and _JSON_KEY.match(e.old):
             key = _JSON_KEY.match(e.new).group(0)
             parts.append(f"the model wrote the member {_q(key)} after {_q(_JSON_KEY.match(e.old).group(0))}, "
                          "where the template writes it first")
