@@ -251,7 +251,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                          or any(o.strip(_WS) and lead.startswith(o.strip(_WS)) for o in ctx["openers"])):
                 # after the complete calls: another call, or an end token and what followed it — one deletion
                 out.append(Edit("delete", at, rest, ""))
-            elif lead and _END_OF_OUTPUT in p.expected:
+            elif lead and (_END_OF_OUTPUT in p.expected or (lits and all(
+                    x.strip(_WS) in [o.strip(_WS) for o in ctx["openers"]] for x in lits))):
+                # (or where only another call may follow: prose after the calls, Qwen3-Coder's `I will get that…`)
                 # the parser wanted the output to end after the calls: the text written after them, deleted with
                 # the whitespace before it (a parse waits on after trailing whitespace for another call)
                 # (up to the next call when one follows: the text between two calls, not the call after it)
@@ -362,7 +364,17 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         i = s.find(m.group(0)) if m else -1
         if i >= 0:
             out.append(Edit("delete", i, m.group(0), ""))
+        for e in ctx.get("r_ends", [])[:1]:
+            # the reasoning closed a second time: the closer left in the content (`Now call.\n</think>`)
+            c = e.strip(_WS)
+            first = s.find(c) if c and c in (p.message.content or "") else -1
+            again = s.find(c, first + len(c)) if first >= 0 else -1
+            if again > 0:
+                out.append(Edit("delete", again, c, ""))
     if p.truncated:
+        shut = _json_closing(s)
+        if shut:        # a JSON body cut off: the brackets it leaves open closed, innermost first, as one edit
+            out.append(Edit("insert", len(s), "", shut))
         # a tag the template's render of a call writes after whitespace (`\n</parameter>`), written bare: the
         # parse of the value before it waits for more input — the whitespace put in before its first bare use
         if "rendered_tags" not in ctx:
@@ -415,6 +427,33 @@ def _punct_only(a: str, b: str) -> bool:
     diff = [(x, y) for x, y in zip(a, b) if x != y]
     return 0 < len(diff) <= 2 and all(not x.isalnum() and not y.isalnum() and x not in _WS + "<>[]{}"
                                       and y not in _WS + "<>[]{}" for x, y in diff)
+
+
+def _json_closing(s: str) -> str:
+    """The brackets (and the quote) a JSON body cut at the end of ``s`` leaves open, innermost first (``"}}]``),
+    read from the last marker token within the output's last 4 KiB; ``""`` when nothing is open or no JSON starts
+    there."""
+    a = max(0, len(s) - 4096)
+    last = None
+    for last in _SPECIAL_SHAPE.finditer(s, a):
+        pass
+    i = last.end() if last else a
+    j = len(s) - len(s[i:].lstrip(_WS))
+    if j >= len(s) or s[j] not in "[{":
+        return ""
+    stack: list[str] = []
+    quoted = escaped = False
+    for ch in s[j:]:
+        if quoted:
+            quoted, escaped = (quoted, False) if escaped else (ch != '"', ch == "\\")
+        elif ch == '"':
+            quoted = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}":
+            if not stack or stack.pop() != ch:
+                return ""
+    return ('"' if quoted else "") + "".join(reversed(stack)) if stack else ""
 
 
 def _prompt_tail_at(s: str, at: int, gp: str) -> str:
@@ -894,7 +933,11 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                 if progress > base or (q.message.tool_calls and not p.message.tool_calls):
                     nxt.append((progress, edits + group, t, q))
         nxt.sort(key=lambda x: -x[0])
-        frontier = [(e, t, q) for _pr, e, t, q in nxt[:3]] + kept[:1]
+        # (and the furthest parse that reads calls, when the three are parses that wait for more input: the calls
+        # read, what follows them is what the next edit works on)
+        calls = [x for x in nxt[3:] if x[3].message.tool_calls][:1] \
+            if not any(x[3].message.tool_calls for x in nxt[:3]) else []
+        frontier = [(e, t, q) for _pr, e, t, q in nxt[:3] + calls] + kept[:1]
         if not frontier:
             return None
     return None
