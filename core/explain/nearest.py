@@ -935,7 +935,9 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
         nxt.sort(key=lambda x: -x[0])
         # (and the furthest parse that reads calls, when the three are parses that wait for more input: the calls
         # read, what follows them is what the next edit works on)
-        calls = [x for x in nxt[3:] if x[3].message.tool_calls][:1] \
+        # (only prose after those calls: markup there is more of a call, which no deletion should take)
+        calls = [x for x in nxt[3:] if x[3].message.tool_calls and x[3].stop >= 0
+                 and not _TOKEN.search(x[2], x[3].stop)][:1] \
             if not any(x[3].message.tool_calls for x in nxt[:3]) else []
         frontier = [(e, t, q) for _pr, e, t, q in nxt[:3] + calls] + kept[:1]
         if not frontier:
