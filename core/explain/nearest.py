@@ -264,6 +264,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                 marks = [x for x in ctx["all_markers"] | set(ctx["markers"]) if x]
                 if nxts and not _marked(s[at:min(nxts)], marks):
                     out.append(Edit("delete", at, s[at:min(nxts)], ""))
+                joined = _blocks_joined(s, at, ctx) if _END_OF_OUTPUT in p.expected else None
+                if joined:
+                    out.append(joined)
                 ws0 = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
                 a0 = ws0.start() if ws0 else at
                 if not _marked(s[a0:], marks):
@@ -529,6 +532,46 @@ def _render_pieces(ctx: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             pieces.append((core_, head, body[:len(body[:k]) - len(body[:k].lstrip(_WS))], closer))
         ctx["render_pieces"] = pieces
     return ctx["render_pieces"]
+
+
+def _call_start(text: str, i: int) -> int:
+    """Where the call whose tool name is at ``i`` starts: the ``{`` or ``<`` nearest before the name."""
+    return max(text.rfind("{", 0, i), text.rfind("<", 0, i))
+
+
+def _blocks_joined(s: str, at: int, ctx: dict[str, Any]) -> Edit | None:
+    """A second call block where the parser wants the output to end after the first (``…}]<|tools_suffix|>between
+    <|tools_prefix|>[{…``): from the first block's closer to the second call's start replaced by what the
+    template's render of two calls writes between them (``, ``), one edit; None when the render of two calls
+    does not write one block."""
+    if ctx.get("setup") is None or not ctx["names"]:
+        return None
+    if "two_calls" not in ctx:
+        name = ctx["names"][0]
+        one = _rendered_call(ctx["setup"], name, {"a": _TAIL_FILL})
+        two = _rendered_call(ctx["setup"], name, {"a": _TAIL_FILL}, copies=2)
+        ctx["two_calls"] = None
+        k = 0
+        while k < min(len(one), len(two)) and one[k] == two[k]:
+            k += 1
+        n1, n2 = one.find(name), two.find(name, k)
+        if one and two and 0 <= n1 < k and n2 > k:
+            c1, c2 = _call_start(one, n1), _call_start(two, n2)
+            tok = _TOKEN.search(one, k)
+            if 0 <= c1 and c2 >= k and tok:
+                # (the block's closer up to its first marker token, the opener from the turn's first marker token)
+                first = _TOKEN.search(one)
+                ctx["two_calls"] = (one[k:tok.end()].strip(_WS), one[first.start() if first else 0:c1].strip(_WS),
+                                    two[k:c2])
+    if not ctx["two_calls"]:
+        return None
+    closer, opener, sep = ctx["two_calls"]
+    head = s[:at].rstrip(_WS)
+    j = s.find(opener, at, at + 4096) if opener else -1
+    if not closer or not head.endswith(closer) or j < 0 or _TOKEN.search(s, at, j):
+        return None
+    a = len(head) - len(closer)
+    return Edit("replace", a, s[a:j + len(opener)], sep)
 
 
 def _closers_before_last(s: str, ctx: dict[str, Any]) -> list[Edit]:
