@@ -209,7 +209,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         lits = _literals(p.expected)
         lits = [x for x in lits if x.strip(_WS) not in ctx["names"]]
         head = _prompt_tail_at(s, at, ctx.get("gp", ""))
-        if head:    # the generation prompt's header written again where the reply starts (gpt-oss's `<|start|>assistant`)
+        if head:    # the generation prompt's header written again where the reply starts (`<|start|>assistant`)
             out.append(Edit("delete", at, head, ""))
         for lit in lits[:4]:
             # the literal written but for its whitespace tail (`>` of `>\n`): the whitespace put in alone, not
