@@ -723,8 +723,8 @@ def _literal_with_space_off(s: str, at: int, lits: list[str]) -> list[Edit]:
             if s.startswith(lit[:k], at) and s.startswith(lit[k + 1:], at + k) and lit[k + 1:]:
                 out.append(Edit("insert", at + k, "", ch))
                 break
-            if s.startswith(lit[:k], at) and s.startswith(lit[k + 1:], at + k + 1) and s[at + k] != ch \
-                    and at + k < len(s):
+            if at + k < len(s) and s[at + k] != ch and s.startswith(lit[:k], at) \
+                    and s.startswith(lit[k + 1:], at + k + 1):
                 out.append(Edit("replace", at + k, s[at + k], ch))
                 break
     return out
