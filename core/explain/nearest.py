@@ -225,8 +225,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             if tok:
                 out.append(Edit("replace", at, tok.group(0), lit))
             seg = s[at:at + len(lit)]
-            if not tok and seg != lit and len(seg) == len(lit) and _punct_only(seg, lit):
-                # the literal written with other punctuation (`functions_` for `functions.`, `_` for `:`)
+            if not tok and seg != lit and len(seg) == len(lit) and _punct_only(seg, lit) \
+                    and (any(ch.isalnum() for ch in lit) or (at > 0 and s[at - 1].isalnum())):
+                # the literal written with other punctuation (`functions_` for `functions.`, `_` for `:` inside
+                # `get_weather_1`: a separator inside a name, not one between calls)
                 out.append(Edit("replace", at, seg, lit))
         if tok:
             out.append(Edit("delete", at, tok.group(0), ""))
@@ -237,7 +239,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             out.append(Edit("delete", ws.start(), ws.group(0), ""))
         out.extend(_gap_in_literal(s, at, lits, ctx["all_markers"]))
         out.extend(_literal_with_space_off(s, at, lits))
-        before = _text_before_literal(s, at, lits, ctx)
+        before = _text_before_literal(s, at, lits, ctx) if not p.message.tool_calls else None
         if before:
             out.append(before)
         invented = _invented_call(s, at, p, ctx)
@@ -321,8 +323,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                     out.append(Edit("insert", i, "", op))
         for core_, head, lead, _closer in _render_pieces(ctx):
             # the render's call as it starts after its opener (`<｜DSML｜invoke name="`), written without the opener
+            # (after prose, not after a tag of its own: that tag is what stands where the opener belongs)
             i = s.find(head)
-            if i >= 0 and core_ not in s[:i]:
+            if i >= 0 and core_ not in s[:i] and not _TAG_END.search(s, max(0, i - 80), i):
                 out.append(Edit("insert", i, "", core_ + lead))
         if ctx["special_start"] and not s.startswith(ctx["special_start"]):
             out.append(Edit("insert", 0, "", ctx["special_start"]))
@@ -421,6 +424,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     return uniq[:8]
 
 
+_TAG_END = re.compile(r"<[^<>\n]{1,60}>[ \t\r\n]{0,8}$")
 _HEADER_CHARS = 200     # how much of the generation prompt's end a repeated header may span
 
 
