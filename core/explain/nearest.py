@@ -239,7 +239,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             out.append(Edit("delete", ws.start(), ws.group(0), ""))
         out.extend(_gap_in_literal(s, at, lits, ctx["all_markers"]))
         out.extend(_literal_with_space_off(s, at, lits))
-        before = _text_before_literal(s, at, lits, ctx) if not p.message.tool_calls else None
+        before = _text_before_literal(s, at, lits, ctx)
         if before:
             out.append(before)
         invented = _invented_call(s, at, p, ctx)
@@ -323,9 +323,11 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                     out.append(Edit("insert", i, "", op))
         for core_, head, lead, _closer in _render_pieces(ctx):
             # the render's call as it starts after its opener (`<｜DSML｜invoke name="`), written without the opener
-            # (after prose, not after a tag of its own: that tag is what stands where the opener belongs)
+            # (after prose or the reasoning's closer, not after a tag of its own: that tag stands where the opener
+            # belongs)
             i = s.find(head)
-            if i >= 0 and core_ not in s[:i] and not _TAG_END.search(s, max(0, i - 80), i):
+            tag = _TAG_END.search(s, max(0, i - 80), i) if i >= 0 else None
+            if i >= 0 and core_ not in s[:i] and (tag is None or tag.group(0).strip(_WS) in ctx["r_ends"]):
                 out.append(Edit("insert", i, "", core_ + lead))
         if ctx["special_start"] and not s.startswith(ctx["special_start"]):
             out.append(Edit("insert", 0, "", ctx["special_start"]))
@@ -744,6 +746,8 @@ def _text_before_literal(s: str, at: int, lits: list[str], ctx: dict[str, Any]) 
         if not _marked(core_, marks):
             continue
         j = s.find(core_, at + 1, at + 4096)
+        if core_.startswith("</") and j > at and re.search(r'[\w"]', s[at:j]):
+            continue        # (words or a quote before a closer are inside the call, a member: only a stray bracket)
         if j > at and s[at:j].strip(_WS) and not _marked(s[at:j], marks):
             return Edit("delete", at, s[at:j], "")
     return None
