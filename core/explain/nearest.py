@@ -41,8 +41,8 @@ _SPECIAL_SHAPE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|\[[A
 
 @dataclass
 class Edit:
-    """One edit of the output: ``kind`` insert / delete / replace at ``pos`` (output index), ``old`` the text
-    removed, ``new`` the text put there."""
+    """One edit of the output: ``kind`` insert / delete / replace / move at ``pos`` (output index), ``old`` the
+    text removed, ``new`` the text put there (a ``move`` puts the same members back in another order)."""
 
     kind: str
     pos: int
@@ -170,7 +170,11 @@ def _literals(expected: list[str]) -> list[str]:
     out: list[str] = []
     for e in expected:
         if len(e) >= 3 and e.startswith("`") and e.endswith("`"):
-            lit = e[1:-1].replace("\\n", "\n").replace("\\t", "\t")
+            n = len(e) - len(e.lstrip("`"))    # a code span of n backticks (a literal holding backticks)
+            inner = e[n:len(e) - n] if n > 1 and len(e) > 2 * n and e.endswith("`" * n) else e[1:-1]
+            if n > 1 and inner[:1] == " " and inner[-1:] == " " and inner.strip(" "):
+                inner = inner[1:-1]            # the padding a span adds around a backtick at either end
+            lit = inner.replace("\\n", "\n").replace("\\t", "\t")
             if lit and lit not in out:
                 out.append(lit)
     return out
@@ -204,6 +208,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         word = re.compile(r"[\w.\-]+|\s+").match(s, at)
         lits = _literals(p.expected)
         lits = [x for x in lits if x.strip(_WS) not in ctx["names"]]
+        head = _prompt_tail_at(s, at, ctx.get("gp", ""))
+        if head:    # the generation prompt's header written again where the reply starts (`<|start|>assistant`)
+            out.append(Edit("delete", at, head, ""))
         for lit in lits[:4]:
             # the literal written but for its whitespace tail (`>` of `>\n`): the whitespace put in alone, not
             # the literal again before what the model wrote of it
@@ -217,6 +224,12 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         for lit in lits[:2]:
             if tok:
                 out.append(Edit("replace", at, tok.group(0), lit))
+            seg = s[at:at + len(lit)]
+            if not tok and seg != lit and len(seg) == len(lit) and _punct_only(seg, lit) \
+                    and (any(ch.isalnum() for ch in lit) or (at > 0 and s[at - 1].isalnum())):
+                # the literal written with other punctuation (`functions_` for `functions.`, `_` for `:` inside
+                # `get_weather_1`: a separator inside a name, not one between calls)
+                out.append(Edit("replace", at, seg, lit))
         if tok:
             out.append(Edit("delete", at, tok.group(0), ""))
         elif word and s[at:at + 1] in _WS:
@@ -224,7 +237,11 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         ws = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
         if ws and lits:     # whitespace written just before what the parser wanted there (`…</arg_value>\n</tool_call>`)
             out.append(Edit("delete", ws.start(), ws.group(0), ""))
-        out.extend(_gap_in_literal(s, at, lits))
+        out.extend(_gap_in_literal(s, at, lits, ctx["all_markers"]))
+        out.extend(_literal_with_space_off(s, at, lits))
+        before = _text_before_literal(s, at, lits, ctx)
+        if before:
+            out.append(before)
         invented = _invented_call(s, at, p, ctx)
         if invented:
             out.append(invented)
@@ -236,7 +253,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                          or any(o.strip(_WS) and lead.startswith(o.strip(_WS)) for o in ctx["openers"])):
                 # after the complete calls: another call, or an end token and what followed it — one deletion
                 out.append(Edit("delete", at, rest, ""))
-            elif lead and _END_OF_OUTPUT in p.expected:
+            elif lead and (_END_OF_OUTPUT in p.expected or (lits and all(
+                    x.strip(_WS) in [o.strip(_WS) for o in ctx["openers"]] for x in lits))):
+                # (or where only another call may follow: prose after the calls, Qwen3-Coder's `I will get that…`)
                 # the parser wanted the output to end after the calls: the text written after them, deleted with
                 # the whitespace before it (a parse waits on after trailing whitespace for another call)
                 # (up to the next call when one follows: the text between two calls, not the call after it)
@@ -247,6 +266,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                 marks = [x for x in ctx["all_markers"] | set(ctx["markers"]) if x]
                 if nxts and not _marked(s[at:min(nxts)], marks):
                     out.append(Edit("delete", at, s[at:min(nxts)], ""))
+                joined = _blocks_joined(s, at, ctx) if _END_OF_OUTPUT in p.expected else None
+                if joined:
+                    out.append(joined)
                 ws0 = re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, at - 40), at)
                 a0 = ws0.start() if ws0 else at
                 if not _marked(s[a0:], marks):
@@ -254,6 +276,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         fence = re.compile(r"\s{0,8}```").match(s, at)
         if fence:       # a Markdown fence the format has no place for (its opener is deleted below)
             out.append(Edit("delete", at, fence.group(0), ""))
+        moved = _member_first(s, at, lits)
+        if moved:
+            out.append(moved)
         quoted = _plain_quoted(s, at, lits)
         if quoted:
             out.append(quoted)
@@ -286,10 +311,24 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         m = _JSON_CALL_START.search(s)
         if m:
             starts.append(m.start())
-        for i in sorted(set(starts))[:2]:
+        firsts = sorted(set(starts))[:2]
+        ops = {o.strip(_WS) for o in ctx["openers"]}
+        mark = min((i for i in (s.find(m_) for m_ in ctx["all_markers"] if m_[:1] in "<[" and m_ not in ops) if i >= 0),
+                   default=-1)
+        if mark >= 0 and mark not in firsts and not any(o and o in s[:mark] for o in ops):
+            firsts.append(mark)     # the format's own call markup, written without the opener before it
+        for i in firsts:
             for op in ctx["openers"][:2]:
                 if not s.startswith(op.strip(_WS), i):
                     out.append(Edit("insert", i, "", op))
+        for core_, head, lead, _closer in _render_pieces(ctx):
+            # the render's call as it starts after its opener (`<｜DSML｜invoke name="`), written without the opener
+            # (after prose or the reasoning's closer, not after a tag of its own: that tag stands where the opener
+            # belongs)
+            i = s.find(head)
+            tag = _TAG_END.search(s, max(0, i - 80), i) if i >= 0 else None
+            if i >= 0 and core_ not in s[:i] and (tag is None or tag.group(0).strip(_WS) in ctx["r_ends"]):
+                out.append(Edit("insert", i, "", core_ + lead))
         if ctx["special_start"] and not s.startswith(ctx["special_start"]):
             out.append(Edit("insert", 0, "", ctx["special_start"]))
     if not p.message.tool_calls and (p.truncated or p.stop < 0) and ctx.get("r_ends"):
@@ -297,11 +336,18 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         own = set(ctx["markers"]) | ctx["all_markers"]
         ends = [e for e in ctx["r_ends"] if e.strip(_WS) and e.strip(_WS) not in own and e.strip(_WS) not in s]
         at = min((i for i in (s.find(m_) for m_ in ctx["markers"] if m_) if i >= 0), default=-1)
+        turn = _prompt_tail_in(s, ctx.get("gp", ""))
         for e in ends[:1]:
+            if turn > 0:    # the reply's header written again after the reasoning: the reasoning ends before it
+                out.append(Edit("insert", turn, "", e.strip(_WS)))
             if at >= 0:
                 out.append(Edit("insert", at, "", e))
                 if e != e.strip(_WS):
                     out.append(Edit("insert", at, "", e.strip(_WS)))
+    lead = len(s) - len(s.lstrip(_WS))
+    head = _prompt_tail_at(s, lead, ctx.get("gp", "")) if p.stop != lead else ""
+    if head:        # the output starts by writing the generation prompt's end again (DeepSeek's `<think>`)
+        out.append(Edit("delete", lead, head, ""))
     m = re.search(r"```\w{0,16}\n", s)
     if m:
         out.append(Edit("delete", m.start(), m.group(0), ""))
@@ -316,12 +362,27 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     hint = ctx.get("stop_hint")
     if p.message.tool_calls and p.stop < 0 and hint and hint[0] == s:
         out.extend(_closer_then_opener(s, hint[1], _literals(hint[2]), ctx))
+        ws = re.compile(r"[ \t\r\n]{1,40}").match(s, hint[1]) \
+            or re.compile(r"[ \t\r\n]{1,40}$").search(s, max(0, hint[1] - 40), hint[1])
+        if ws and any(o.strip(_WS) and s.startswith(o.strip(_WS), ws.end()) for o in ctx["openers"]):
+            # whitespace between two calls where the format writes them glued: the next call is read once it goes
+            out.append(Edit("delete", ws.start(), ws.group(0), ""))
     if p.message.tool_calls and p.stop < 0:
         m = _SPECIAL_SHAPE.search(p.message.content or "")
         i = s.find(m.group(0)) if m else -1
         if i >= 0:
             out.append(Edit("delete", i, m.group(0), ""))
+        for e in ctx.get("r_ends", [])[:1]:
+            # the reasoning closed a second time: the closer left in the content (`Now call.\n</think>`)
+            c = e.strip(_WS)
+            first = s.find(c) if c and c in (p.message.content or "") else -1
+            again = s.find(c, first + len(c)) if first >= 0 else -1
+            if again > 0:
+                out.append(Edit("delete", again, c, ""))
     if p.truncated:
+        shut = _json_closing(s)
+        if shut:        # a JSON body cut off: the brackets it leaves open closed, innermost first, as one edit
+            out.append(Edit("insert", len(s), "", shut))
         # a tag the template's render of a call writes after whitespace (`\n</parameter>`), written bare: the
         # parse of the value before it waits for more input — the whitespace put in before its first bare use
         if "rendered_tags" not in ctx:
@@ -340,6 +401,11 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
             if not s.rstrip(_WS).endswith(c.strip(_WS)):
                 out.append(Edit("insert", len(s), "", c))
+        for core_, _head, _lead, closer in _render_pieces(ctx):
+            # the opener's own closer as the render writes it (`\n</｜DSML｜tool_calls>`), when the output
+            # opened it and never closed it
+            if closer and core_ in s and s.rfind(closer.strip(_WS)) < s.rfind(core_):
+                out.append(Edit("insert", len(s), "", closer))
         tail = re.compile(r"<[^<>\s]{1,40}$").search(s, max(0, len(s) - 42))
         for c in ctx.get("spaced_closers", [])[:2] + ctx["closers"][:2]:
             core_ = c.strip(_WS)
@@ -360,6 +426,68 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     return uniq[:8]
 
 
+_TAG_END = re.compile(r"<[^<>\n]{1,60}>[ \t\r\n]{0,8}$")
+_HEADER_CHARS = 200     # how much of the generation prompt's end a repeated header may span
+
+
+def _punct_only(a: str, b: str) -> bool:
+    """Whether two strings of one length differ only in up to two punctuation characters, each side's, none of
+    them whitespace or a bracket (markup, not a separator)."""
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    return 0 < len(diff) <= 2 and all(not x.isalnum() and not y.isalnum() and x not in _WS + "<>[]{}"
+                                      and y not in _WS + "<>[]{}" for x, y in diff)
+
+
+def _json_closing(s: str) -> str:
+    """The brackets (and the quote) a JSON body cut at the end of ``s`` leaves open, innermost first (``"}}]``),
+    read from the last marker token within the output's last 4 KiB; ``""`` when nothing is open or no JSON starts
+    there."""
+    a = max(0, len(s) - 4096)
+    last = None
+    for last in _SPECIAL_SHAPE.finditer(s, a):
+        pass
+    i = last.end() if last else a
+    j = len(s) - len(s[i:].lstrip(_WS))
+    if j >= len(s) or s[j] not in "[{":
+        return ""
+    stack: list[str] = []
+    quoted = escaped = False
+    for ch in s[j:]:
+        if quoted:
+            quoted, escaped = (quoted, False) if escaped else (ch != '"', ch == "\\")
+        elif ch == '"':
+            quoted = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}":
+            if not stack or stack.pop() != ch:
+                return ""
+    return ('"' if quoted else "") + "".join(reversed(stack)) if stack else ""
+
+
+def _prompt_tail_at(s: str, at: int, gp: str) -> str:
+    """The longest tail of the generation prompt that starts with a marker token and that ``s`` writes again at
+    ``at`` (with the prompt's whitespace after it when the output writes that too), ``""`` if none: the prompt's
+    own header repeated by the model."""
+    for m in _TOKEN.finditer(gp, max(0, len(gp) - _HEADER_CHARS)):
+        tail = gp[m.start():]
+        for t in (tail, tail.rstrip(_WS)):
+            if t.strip(_WS) and s.startswith(t, at):
+                return t
+    return ""
+
+
+def _prompt_tail_in(s: str, gp: str) -> int:
+    """Where ``s`` first writes again the longest tail of the generation prompt that starts with a marker token
+    (a new turn's header the model wrote after text of its own), -1 if nowhere."""
+    for m in _TOKEN.finditer(gp, max(0, len(gp) - _HEADER_CHARS)):
+        tail = gp[m.start():].rstrip(_WS)
+        i = s.find(tail) if tail else -1
+        if i >= 0:
+            return i
+    return -1
+
+
 _CLOSE_TAG = re.compile(r"</([A-Za-z_][\w:\-]{0,40})>")
 _TAIL_FILL = "zqv0x"     # an argument value no template writes, so the render can be cut after it
 
@@ -375,6 +503,81 @@ def _call_tail(ctx: dict[str, Any]) -> str:
             tail = render[i + len(_TAIL_FILL):] if i >= 0 else ""
         ctx["call_tail"] = tail
     return ctx["call_tail"]
+
+
+def _render_pieces(ctx: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Per opener of the format that the template's render of a call writes: the opener, the text the render
+    writes after it up to the tool's name (stripped), the whitespace between the two, and the opener's mirror
+    closer (``<x>`` -> ``</x>``) with the whitespace the render writes before it (``""`` when the render writes
+    none); one render per triage."""
+    if "render_pieces" not in ctx:
+        pieces: list[tuple[str, str, str, str]] = []
+        render = _rendered_call(ctx["setup"], ctx["names"][0], {"a": _TAIL_FILL}) \
+            if ctx.get("setup") is not None and ctx["names"] else ""
+        for op in ctx["openers"][:2]:
+            core_ = op.strip(_WS)
+            i = render.find(core_) if core_.startswith("<") else -1
+            if i < 0:
+                continue
+            body = render[i + len(core_):]
+            k = min((body.find(n) for n in ctx["names"] if n in body), default=-1)
+            head = body[:k].strip(_WS) if k >= 0 else ""
+            if len(head) < 2:
+                continue
+            m = re.compile(r"[ \t\r\n]{0,8}" + re.escape("</" + core_[1:])).search(body)
+            closer = m.group(0) if m else ""
+            v = body.find(_TAIL_FILL)
+            if not closer and v >= 0:
+                # no mirror tag: the first marker of the format the render writes after the call's value
+                # (Gemma 4's `<tool_call|>`)
+                t = min(((j, x) for j, x in ((body.find(x, v), x) for x in ctx["all_markers"] if x != core_)
+                         if j >= 0), default=None)
+                if t is not None:
+                    ws = re.compile(r"[ \t\r\n]{0,8}$").search(body, v, t[0])
+                    closer = (ws.group(0) if ws else "") + t[1]
+            pieces.append((core_, head, body[:len(body[:k]) - len(body[:k].lstrip(_WS))], closer))
+        ctx["render_pieces"] = pieces
+    return ctx["render_pieces"]
+
+
+def _call_start(text: str, i: int) -> int:
+    """Where the call whose tool name is at ``i`` starts: the ``{`` or ``<`` nearest before the name."""
+    return max(text.rfind("{", 0, i), text.rfind("<", 0, i))
+
+
+def _blocks_joined(s: str, at: int, ctx: dict[str, Any]) -> Edit | None:
+    """A second call block where the parser wants the output to end after the first (``…}]<|tools_suffix|>between
+    <|tools_prefix|>[{…``): from the first block's closer to the second call's start replaced by what the
+    template's render of two calls writes between them (``, ``), one edit; None when the render of two calls
+    does not write one block."""
+    if ctx.get("setup") is None or not ctx["names"]:
+        return None
+    if "two_calls" not in ctx:
+        name = ctx["names"][0]
+        one = _rendered_call(ctx["setup"], name, {"a": _TAIL_FILL})
+        two = _rendered_call(ctx["setup"], name, {"a": _TAIL_FILL}, copies=2)
+        ctx["two_calls"] = None
+        k = 0
+        while k < min(len(one), len(two)) and one[k] == two[k]:
+            k += 1
+        n1, n2 = one.find(name), two.find(name, k)
+        if one and two and 0 <= n1 < k and n2 > k:
+            c1, c2 = _call_start(one, n1), _call_start(two, n2)
+            tok = _TOKEN.search(one, k)
+            if 0 <= c1 and c2 >= k and tok:
+                # (the block's closer up to its first marker token, the opener from the turn's first marker token)
+                first = _TOKEN.search(one)
+                ctx["two_calls"] = (one[k:tok.end()].strip(_WS), one[first.start() if first else 0:c1].strip(_WS),
+                                    two[k:c2])
+    if not ctx["two_calls"]:
+        return None
+    closer, opener, sep = ctx["two_calls"]
+    head = s[:at].rstrip(_WS)
+    j = s.find(opener, at, at + 4096) if opener else -1
+    if not closer or not head.endswith(closer) or j < 0 or _TOKEN.search(s, at, j):
+        return None
+    a = len(head) - len(closer)
+    return Edit("replace", a, s[a:j + len(opener)], sep)
 
 
 def _closers_before_last(s: str, ctx: dict[str, Any]) -> list[Edit]:
@@ -486,7 +689,8 @@ def _tags_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[tuple[s
     return list(dict.fromkeys((m.group(1), m.group(2)) for m in _WS_TAG.finditer(render)))
 
 
-def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
+def _gap_in_literal(s: str, at: int, lits: list[str], marks: set[str] | frozenset[str] = frozenset()
+                    ) -> list[Edit]:
     """Where the parser wants a literal of several tokens (``<|START_THINKING|><|END_THINKING|><|START_ACTION|>``)
     and the output writes its first token(s) there and the rest further on: deleting the text between (what the
     model wrote inside a marker sequence the format writes glued) — one edit per literal, looked for within 4 KiB."""
@@ -494,6 +698,14 @@ def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
     for lit in lits[:4]:
         toks = list(_TOKEN.finditer(lit))
         if len(toks) < 2:
+            heads = [lit[:t.end()] for t in toks[:1] if t.start() == 0] + sorted(
+                (m for m in marks if len(m) < len(lit) and lit.startswith(m)), key=len, reverse=True)
+            if heads and lit[len(heads[0]):].strip(_WS):
+                # a marker and text (`<|tool_call>call:`): a few characters written between the two
+                head, rest = heads[0], lit[len(heads[0]):]
+                j = s.find(rest, at + len(head), at + len(head) + 9) if s.startswith(head, at) else -1
+                if j > at + len(head) and not _TOKEN.search(s, at + len(head), j):
+                    out.append(Edit("delete", at + len(head), s[at + len(head):j], ""))
             continue
         for t in toks[:-1][::-1]:
             head, rest = lit[:t.end()], lit[t.end():]
@@ -503,6 +715,42 @@ def _gap_in_literal(s: str, at: int, lits: list[str]) -> list[Edit]:
                     out.append(Edit("delete", at + len(head), s[at + len(head):j], ""))
                 break
     return out
+
+
+def _literal_with_space_off(s: str, at: int, lits: list[str]) -> list[Edit]:
+    """Where the parser wants a literal holding whitespace (``<function name="``) and the output writes it with
+    one whitespace character left out (``<functionname="``) or another character in its place (a tokenizer's
+    ``Ġ``, a space for a line break): that whitespace put back (one edit per literal)."""
+    out: list[Edit] = []
+    for lit in lits[:4]:
+        for k, ch in enumerate(lit):
+            if ch not in _WS or k == 0:
+                continue
+            if s.startswith(lit[:k], at) and s.startswith(lit[k + 1:], at + k) and lit[k + 1:]:
+                out.append(Edit("insert", at + k, "", ch))
+                break
+            if at + k < len(s) and s[at + k] != ch and s.startswith(lit[:k], at) \
+                    and s.startswith(lit[k + 1:], at + k + 1):
+                out.append(Edit("replace", at + k, s[at + k], ch))
+                break
+    return out
+
+
+def _text_before_literal(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a marker literal the output writes further on (``Sure! <|START_ACTION|>`` where
+    ``<|START_ACTION|>`` belongs first): the text in between deleted, when it holds no marker of the format
+    (prose the model wrote where the format allows none); looked for within 4 KiB."""
+    marks = [x for x in ctx["all_markers"] | set(ctx["markers"]) if x]
+    for lit in lits[:2]:
+        core_ = lit.strip(_WS)
+        if not _marked(core_, marks):
+            continue
+        j = s.find(core_, at + 1, at + 4096)
+        if core_.startswith("</") and j > at and re.search(r'[\w"]', s[at:j]):
+            continue        # (words or a quote before a closer are inside the call, a member: only a stray bracket)
+        if j > at and s[at:j].strip(_WS) and not _marked(s[at:j], marks):
+            return Edit("delete", at, s[at:j], "")
+    return None
 
 
 def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
@@ -524,6 +772,53 @@ def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | N
     if not nxt:
         return None
     return Edit("delete", a, s[a:min(nxt)], "")
+
+
+_JSON = json.JSONDecoder()
+_JSON_KEY = re.compile(r'"[^"\\\n]{1,64}"')
+_MEMBER_SEP = re.compile(r"\s{0,40}:\s{0,40}")
+_MEMBER_NEXT = re.compile(r"\s{0,40},\s{0,40}")
+
+
+def _member_spans(s: str, at: int) -> list[tuple[str, int, int]]:
+    """The members of the JSON object whose first member starts at ``at``: ``(key, start, end)`` each, read within
+    4 KiB; ``[]`` when the text there is no such object."""
+    out: list[tuple[str, int, int]] = []
+    i, end = at, min(len(s), at + 4096)
+    while i < end and len(out) < 32:
+        k = _JSON_KEY.match(s, i)
+        sep = _MEMBER_SEP.match(s, k.end()) if k else None
+        if not sep:
+            return []
+        try:
+            _v, j = _JSON.raw_decode(s, sep.end())
+        except ValueError:
+            return []
+        out.append((k.group(0), i, j))
+        nxt = _MEMBER_NEXT.match(s, j)
+        if not nxt:
+            rest = re.compile(r"\s{0,40}\}").match(s, j)
+            return out if rest else []
+        i = nxt.end()
+    return []
+
+
+def _member_first(s: str, at: int, lits: list[str]) -> Edit | None:
+    """Where the parser wants a JSON key first (``"name"``) and the object written at ``at`` holds that key after
+    another member (``{"arguments": {…}, "name": "f"}``): the wanted member moved first (one edit, the members'
+    order)."""
+    keys = [x for x in lits if _JSON_KEY.fullmatch(x)]
+    if not keys or not s.startswith('"', at) or not s[:at].rstrip(_WS).endswith("{"):
+        return None
+    spans = _member_spans(s, at)
+    for key in keys[:2]:
+        hit = [m for m in spans if m[0] == key]
+        if hit and hit[0][1] > at:
+            _k, a, b = hit[0]
+            sep = s[spans[0][2]:spans[1][1]]          # the separator the model writes between members
+            before = s[at:a][:len(s[at:a]) - len(sep)]   # the members written before the wanted one
+            return Edit("move", at, s[at:b], s[a:b] + sep + before)
+    return None
 
 
 def _plain_quoted(s: str, at: int, lits: list[str]) -> Edit | None:
@@ -599,6 +894,7 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
         r_ends = []
     return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "spaced_closers": spaced,
+            "gp": getattr(bundle, "generation_prompt", "") or "",
             "r_ends": r_ends,
             "args_key": args_key,
             "all_markers": _format_markers(a, bundle),
@@ -688,7 +984,13 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                 if progress > base or (q.message.tool_calls and not p.message.tool_calls):
                     nxt.append((progress, edits + group, t, q))
         nxt.sort(key=lambda x: -x[0])
-        frontier = [(e, t, q) for _pr, e, t, q in nxt[:3]] + kept[:1]
+        # (and the furthest parse that reads calls, when the three are parses that wait for more input: the calls
+        # read, what follows them is what the next edit works on)
+        # (only prose after those calls: markup there is more of a call, which no deletion should take)
+        calls = [x for x in nxt[3:] if x[3].message.tool_calls and x[3].stop >= 0
+                 and not _TOKEN.search(x[2], x[3].stop)][:1] \
+            if not any(x[3].message.tool_calls for x in nxt[:3]) else []
+        frontier = [(e, t, q) for _pr, e, t, q in nxt[:3] + calls] + kept[:1]
         if not frontier:
             return None
     return None
@@ -765,6 +1067,10 @@ def sentence_of(edits: list[Edit], output: str) -> str:
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
                          + ("a whole call or turn more than the format, as requested, reads there" if whole else
                             "which the template's format has no place for"))
+        elif e.kind == "move" and _JSON_KEY.match(e.new) and _JSON_KEY.match(e.old):
+            key = _JSON_KEY.match(e.new).group(0)
+            parts.append(f"the model wrote the member {_q(key)} after {_q(_JSON_KEY.match(e.old).group(0))}, "
+                         "where the template writes it first")
         else:
             parts.append(f"the model wrote {_q(e.old)} where the template writes {_q(e.new)}")
     return "; then ".join(parts)

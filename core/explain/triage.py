@@ -1684,8 +1684,10 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     if guess and not near:
         return guess[0], ev + [guess[1]]
     fenced = bool(_FENCE.match(out)) and out.rstrip(_WS).endswith("```")
+    moved = any(e.kind == "move" for e in edits)     # (the nearest output puts the members in the template's order)
     if not (ex.clean and msg.get("tool_calls")) and not fenced \
-            and all(e.kind == "replace" and e.old.strip('"') in _KEY_ALIASES for e in edits):
+            and all((e.kind == "replace" and e.old.strip('"') in _KEY_ALIASES) or e.kind == "move"
+                    or (moved and e.kind == "delete") for e in edits):
         # the call object the parse did not read (or stopped inside) against the template's render of one: what
         # differs names the slip (asked after the structures read off the output's look — a JSON-RPC or tool_calls
         # wrapper is no slip — and not inside a fence, the outer fault)
