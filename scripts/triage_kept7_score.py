@@ -60,7 +60,8 @@ def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, i
         req = ChatRequest.from_dict(c)
         ex = explain(t, req, c["input"])
         s = Setup(t, req, "llama.cpp", {})
-        tg = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain)
+        # the expected message where the row gives it, as a user passes `explain --expect`
+        tg = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain, expect=c.get("expect"))
         cause = tg.mistake.name == c["cause"]
         if c["fix"]["kind"] != "none":   # a labelled change, also under NONE (the labelling guide's parser fault)
             want, _ = apply_fix(t, req, c["input"], c["fix"]["change"])

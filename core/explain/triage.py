@@ -118,6 +118,13 @@ class RankedFix:
     change: dict[str, Any]
     message: dict[str, Any]
     cost: int = 0
+    gives_expected: bool | None = None      # None: no expected message was given
+
+    def expected_words(self) -> str:
+        """Whether the fix gives the expected message, in words (``""`` without an expected message)."""
+        if self.gives_expected is None:
+            return ""
+        return "gives the expected message" if self.gives_expected else "does not give the expected message"
 
     @property
     def cli(self) -> str:
@@ -134,7 +141,7 @@ class RankedFix:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"kind": self.kind.value, "description": self.description, "change": self.change,
-                "message": self.message, "cost": self.cost, "cli": self.cli}
+                "message": self.message, "cost": self.cost, "cli": self.cli, "gives_expected": self.gives_expected}
 
 
 @dataclass
@@ -918,6 +925,12 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     class (or no mistake with a call read nowhere) the relation of the template's rendered call
     pieces to the output's markup decides (:func:`_arbitrated`), unless a rule with evidence of its own named it."""
     mistake, ev = _rule_reading(ex, setup, bundle, near, ctx)
+    expected = _expected_reading(mistake, ex, bundle, ctx)
+    if expected is not None:
+        ctx["headline"] = expected[1]
+        # (the reading of the output alone stays in the evidence, said to be that)
+        return expected[0], [e for e in ev if e.startswith("the parse stopped at")] + [expected[1]] + [
+            f"the output alone reads as {mistake.value}: " + e for e in ev[-1:] if not e.startswith("the parse stopped at")]
     decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
         or _closer_omitted(mistake, ex, setup, bundle, ctx)
@@ -1018,6 +1031,31 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
 
 
 # a byte-level tokenizer's mark for a whitespace character, left undecoded (GPT-2's byte-to-unicode table)
+def _expected_reading(mistake: Mistake, ex: Any, bundle: Any, ctx: dict[str, Any]) -> tuple[Mistake, str] | None:
+    """The user's expected message decides where the output alone leaves two readings (the labelling guide's step 2
+    before step 4): text that only the generation prompt's reasoning opener made reasoning (the output writes
+    neither the opener nor a closer), then the calls, read as reasoning never closed — while the expected message
+    has that text as its content and no reasoning: the engine ran no reasoning step on a prompt that opens the block
+    whatever the request sets, a setting (``REASONING_SETTING``), not a model that forgot to close it. ``None``
+    without an expected message or when it agrees with the rules' reading."""
+    expect = ctx.get("expect")
+    if expect is None or mistake != Mistake.REASONING_NOT_CLOSED or not _reasoning_from_prompt_only(ex, bundle, ctx):
+        return None
+    if (expect.get("reasoning_content") or "").strip(_WS) or not expect.get("tool_calls"):
+        return None
+    reasoning = ex.message.get("reasoning_content") or ""
+    own = [m.strip(_WS) for m in ctx["markers"] if m and len(m.strip(_WS)) >= 2]
+    at = min((reasoning.find(m) for m in own if m in reasoning), default=len(reasoning))
+    text = reasoning[:at].strip(_WS)
+    if not text or text not in (expect.get("content") or ""):
+        return None
+    opener = reasoning_markers(bundle)[0].strip(_WS)
+    return Mistake.REASONING_SETTING, (
+        f"the expected message has {_q(text)} as its content and no reasoning, while the parse files it as reasoning "
+        f"only because the generation prompt opens {_q(opener)}: the engine read the output with no reasoning step, "
+        "a setting of the server or the template, not reasoning the model left open")
+
+
 _BYTE_MARKS = {" ": "\u0120", "\n": "\u010a", "\t": "\u0109"}
 
 
@@ -3779,6 +3817,21 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
 
 
+def _gives_expected(message: dict[str, Any], expect: dict[str, Any], output: str) -> bool:
+    """``message`` is the expected message: the same content, reasoning and calls (name, arguments as JSON); a call
+    id counts only where the expected one is written in the output (an engine makes up its own ids otherwise)."""
+    def ided(m: dict[str, Any], ids: bool) -> dict[str, Any]:
+        calls = [{**tc, "id": tc.get("id") if ids and tc.get("id") and tc["id"] in output else ""}
+                 for tc in m.get("tool_calls") or [] if isinstance(tc, dict)]
+        return {**m, "tool_calls": calls}
+
+    want = ided(expect, True)
+    ids = [tc.get("id") for tc in want["tool_calls"]]
+    got = {**message, "tool_calls": [{**tc, "id": tc.get("id") if i < len(ids) and ids[i] else ""}
+                                     for i, tc in enumerate(message.get("tool_calls") or [])]}
+    return _same(got, want)
+
+
 def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str,
                          server: str = "keep-special-tokens",
                          what: str = "keep special tokens in the decoded text (skip_special_tokens=false / --special)"
@@ -4053,7 +4106,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     p.message.to_openai(), 1))
         except Exception:  # noqa: BLE001 - a request the template does not render is not offered
             pass
-    if mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING) and not out and "thinking_fix" not in ctx:
+    expect = ctx.get("expect")
+    if mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING) and "thinking_fix" not in ctx \
+            and (not out or (expect is not None and not any(_gives_expected(f.message, expect, ex.output)
+                                                            for f in out))):
         # a generation prompt that opens the reasoning whatever the request sets: the template patched not to
         opener = reasoning_markers(bundle)[0].strip(_WS)
         patch = _prompt_opener_patch(setup, ex, ctx, opener)
@@ -4304,6 +4360,20 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # a change whose message differs from this clean parse only by whitespace at the edges of the content or
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
+    expect = ctx.get("expect")
+    calls_wanted = bool(expect.get("tool_calls")) if expect is not None else \
+        bool(near and near[1].message.tool_calls)
+    if calls_wanted:
+        # the expected message (else the nearest accepted output) has calls: a change that reads none — a request
+        # setting that makes the parse clean with the call left in the content — fixes nothing
+        for f in uniq:
+            if not f.message.get("tool_calls"):
+                ctx.setdefault("passed_candidates", []).append(f"{_short(f.description)} reads no call")
+        uniq = [f for f in uniq if f.message.get("tool_calls")]
+    if expect is not None:
+        for f in uniq:
+            f.gives_expected = _gives_expected(f.message, expect, ex.output)
+        uniq.sort(key=lambda f: not f.gives_expected)      # (stable: the ranking above within each part)
     why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
     if not uniq and not ctx.get("why_none") and mistake == Mistake.OMITTED_OPENER:
         # the table's reason blames the opener; when the repairs read the call once something else is mended, that
@@ -4725,18 +4795,21 @@ def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
 
 
 def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET, parses: int = MAX_PARSES,
-           parse_cost: float = 0.0, reexplain: Callable[..., Any] | None = None) -> Triage:
+           parse_cost: float = 0.0, reexplain: Callable[..., Any] | None = None,
+           expect: dict[str, Any] | None = None) -> Triage:
     """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc).
     ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun).
     ``reexplain``: :func:`core.explain.explain.explain`, for the rules that read the output again under another
-    request (passed in: explain calls the triage, so the triage cannot import it); without it they are skipped."""
+    request (passed in: explain calls the triage, so the triage cannot import it); without it they are skipped.
+    ``expect``: the message the user expected (an OpenAI message): it decides the readings the output alone leaves
+    open (:func:`_expected_reading`) and each fix says whether it gives it, those that do ranked first."""
     why = dialect_failure(setup) if getattr(ex, "in_transformers_dialect", None) is not None else None
     if why is not None:
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost,
-                                        reexplain=reexplain)
+                                        reexplain=reexplain, expect=expect)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
-    ctx["budget"], ctx["setup"], ctx["reexplain"] = budget, setup, reexplain
+    ctx["budget"], ctx["setup"], ctx["reexplain"], ctx["expect"] = budget, setup, reexplain, expect
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
@@ -4788,7 +4861,7 @@ def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) ->
     after one line saying so; every fix there needs that fidelity too, so its change says so."""
     imp = replace(setup, fidelity="improved", only_repairs=None)
     there = ex.in_transformers_dialect
-    tg = triage(there, imp, build_bundle(imp), **budget)
+    tg = triage(there, imp, build_bundle(imp), **budget)   # (the expected message too, in ``budget``)
     tg.evidence.insert(0, dialect_line(why))
     for f in tg.fixes:
         f.change = {"fidelity": "improved", **f.change}
