@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from ..chat.prompt import prepare_request, render_prompt
 from ..chat.repairs import TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
+from ..chat.roundtrip import compare_messages, expected_message
 from ..chat.samples import end_of_turn_candidates
 from ..escapes import code_span, escape_invisible
 from ..jinja.template import ChatTemplate, apply_template
@@ -3818,18 +3819,10 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _gives_expected(message: dict[str, Any], expect: dict[str, Any], output: str) -> bool:
-    """``message`` is the expected message: the same content, reasoning and calls (name, arguments as JSON); a call
-    id counts only where the expected one is written in the output (an engine makes up its own ids otherwise)."""
-    def ided(m: dict[str, Any], ids: bool) -> dict[str, Any]:
-        calls = [{**tc, "id": tc.get("id") if ids and tc.get("id") and tc["id"] in output else ""}
-                 for tc in m.get("tool_calls") or [] if isinstance(tc, dict)]
-        return {**m, "tool_calls": calls}
-
-    want = ided(expect, True)
-    ids = [tc.get("id") for tc in want["tool_calls"]]
-    got = {**message, "tool_calls": [{**tc, "id": tc.get("id") if i < len(ids) and ids[i] else ""}
-                                     for i, tc in enumerate(message.get("tool_calls") or [])]}
-    return _same(got, want)
+    """``message`` is the expected message as the reproducer's regression test compares them
+    (:func:`core.chat.roundtrip.compare_messages`: text fields equal after outer whitespace, calls by name and JSON
+    arguments), a call id counting only where the output writes it (an engine makes up its own otherwise)."""
+    return compare_messages(expected_message(expect, output), message) is None
 
 
 def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str,
