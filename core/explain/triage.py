@@ -710,21 +710,22 @@ def _reply_filed_as_reasoning(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str
 
 
 def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_start: str,
-                                 r_ends: list[str]) -> list[str]:
+                                 r_ends: list[str], expected: bool = False) -> list[str]:
     """:func:`_reply_filed_as_reasoning` for calls that only a repair reads: no call is read, the reasoning (opened
     by a generation prompt that opens it whatever the request sets; the output writes neither marker) holds text
     and then the template's call opener (or the content starts with it), and read with the template patched not to
     open it and the tolerance repairs, that text is the content before the calls the repairs read. A second fault of
     the call's markup (its layout's whitespace left out) does not hide the first. Not asked when the request's
     thinking is on (llama.cpp's default when it says nothing): text it asked to be reasoning, then a call, is a
-    reasoning the model did not close. The clean re-read's change (the patch and the fewest repairs that read the
+    reasoning the model did not close — unless the user's expected message has that text as content (``expected``,
+    :func:`_expected_reading`). The clean re-read's change (the patch and the fewest repairs that read the
     same message) is kept in ``ctx["patch_repairs"]``; one that stops later names that stop as a third fault. ``[]``
     otherwise; at most four parses."""
     msg = ex.message
     opener = r_start.strip(_WS)
     if msg.get("tool_calls") or not _reasoning_from_prompt_only(ex, bundle, ctx):
         return []
-    if setup.request.enable_thinking:
+    if setup.request.enable_thinking and not expected:
         return []       # thinking asked for (or left at its default): text in the block is reasoning left open
     reasoning = msg.get("reasoning_content") or ""
     own = [m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS) and len(m.strip(_WS)) >= 2]
@@ -926,7 +927,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     class (or no mistake with a call read nowhere) the relation of the template's rendered call
     pieces to the output's markup decides (:func:`_arbitrated`), unless a rule with evidence of its own named it."""
     mistake, ev = _rule_reading(ex, setup, bundle, near, ctx)
-    expected = _expected_reading(mistake, ex, bundle, ctx)
+    expected = _expected_reading(mistake, ex, setup, bundle, ctx)
     if expected is not None:
         ctx["headline"] = expected[1]
         # (the reading of the output alone stays in the evidence, said to be that)
@@ -1032,13 +1033,16 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
 
 
 # a byte-level tokenizer's mark for a whitespace character, left undecoded (GPT-2's byte-to-unicode table)
-def _expected_reading(mistake: Mistake, ex: Any, bundle: Any, ctx: dict[str, Any]) -> tuple[Mistake, str] | None:
+def _expected_reading(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                      ) -> tuple[Mistake, str] | None:
     """The user's expected message decides where the output alone leaves two readings (the labelling guide's step 2
     before step 4): text that only the generation prompt's reasoning opener made reasoning (the output writes
     neither the opener nor a closer), then the calls, read as reasoning never closed — while the expected message
     has that text as its content and no reasoning: the engine ran no reasoning step on a prompt that opens the block
-    whatever the request sets, a setting (``REASONING_SETTING``), not a model that forgot to close it. ``None``
-    without an expected message or when it agrees with the rules' reading."""
+    whatever the request sets, a setting (``REASONING_SETTING``), not a model that forgot to close it; the template
+    patched not to open it, with the repairs a second fault of the calls' markup needs, is looked for
+    (:func:`_reply_before_repaired_calls`). ``None`` without an expected message or when it agrees with the rules'
+    reading."""
     expect = ctx.get("expect")
     if expect is None or mistake != Mistake.REASONING_NOT_CLOSED or not _reasoning_from_prompt_only(ex, bundle, ctx):
         return None
@@ -1050,7 +1054,9 @@ def _expected_reading(mistake: Mistake, ex: Any, bundle: Any, ctx: dict[str, Any
     text = reasoning[:at].strip(_WS)
     if not text or text not in (expect.get("content") or ""):
         return None
-    opener = reasoning_markers(bundle)[0].strip(_WS)
+    r_start, r_ends = reasoning_markers(bundle)
+    opener = r_start.strip(_WS)
+    _reply_before_repaired_calls(ex, setup, bundle, ctx, r_start, r_ends, expected=True)
     return Mistake.REASONING_SETTING, (
         f"the expected message has {_q(text)} as its content and no reasoning, while the parse files it as reasoning "
         f"only because the generation prompt opens {_q(opener)}: the engine read the output with no reasoning step, "
