@@ -935,7 +935,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"the output alone reads as {mistake.value}: " + e for e in ev[-1:] if not e.startswith("the parse stopped at")]
     decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
-        or _closer_omitted(mistake, ex, setup, bundle, ctx)
+        or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx)
     if decided is None or decided[0] == mistake:
         return mistake, ev
     if (mistake == Mistake.TRAILING_TEXT or mistake in _INSIDE_CALL) \
@@ -1044,7 +1044,11 @@ def _expected_reading(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx
     (:func:`_reply_before_repaired_calls`). ``None`` without an expected message or when it agrees with the rules'
     reading."""
     expect = ctx.get("expect")
-    if expect is None or mistake != Mistake.REASONING_NOT_CLOSED or not _reasoning_from_prompt_only(ex, bundle, ctx):
+    if expect is None:
+        return None
+    if mistake == Mistake.NONE:
+        return _expected_reasoning_unmarked(ex, bundle, ctx, expect)
+    if mistake != Mistake.REASONING_NOT_CLOSED or not _reasoning_from_prompt_only(ex, bundle, ctx):
         return None
     if (expect.get("reasoning_content") or "").strip(_WS) or not expect.get("tool_calls"):
         return None
@@ -1061,6 +1065,29 @@ def _expected_reading(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx
         f"the expected message has {_q(text)} as its content and no reasoning, while the parse files it as reasoning "
         f"only because the generation prompt opens {_q(opener)}: the engine read the output with no reasoning step, "
         "a setting of the server or the template, not reasoning the model left open")
+
+
+def _expected_reasoning_unmarked(ex: Any, bundle: Any, ctx: dict[str, Any], expect: dict[str, Any]
+                                 ) -> tuple[Mistake, str] | None:
+    """A clean parse with no calls whose content holds the text the expected message files as reasoning, while the
+    output writes none of the template's reasoning markers: the engine reads reasoning from the output's first
+    token (a prompt it treats as opening the block, or a reasoning parser that assumes it) — the reasoning setting
+    (step 2), not "no mistake". A repair that reads an unclosed reasoning is then a fix (``unfinished_reasoning``)."""
+    msg = ex.message
+    r_start, r_ends = reasoning_markers(bundle)
+    want = (expect.get("reasoning_content") or "").strip(_WS)
+    content = msg.get("content") or ""
+    if not (ex.clean and want and r_start.strip(_WS) and r_ends) or msg.get("tool_calls") or expect.get("tool_calls") \
+            or (msg.get("reasoning_content") or "").strip(_WS) or want not in content:
+        return None
+    if any(m.strip(_WS) and m.strip(_WS) in ex.output for m in [r_start] + r_ends):
+        return None
+    ctx["unfinished_reasoning"] = True
+    return Mistake.REASONING_SETTING, (
+        f"the expected message files {_q(want)} as reasoning, which the parse gives as content: the output writes "
+        f"neither {_q(r_start.strip(_WS))} nor {_q(r_ends[0].strip(_WS))}, so the engine read reasoning from the "
+        "output's first token — a reasoning setting (the prompt or the reasoning parser taken to open the block), "
+        "not a fault of the model's markup")
 
 
 _BYTE_MARKS = {" ": "\u0120", "\n": "\u010a", "\t": "\u0109"}
@@ -1236,6 +1263,47 @@ def _closer_before_next_call(rel: CallRelation, ex: Any) -> str:
 
 
 _TEXT_FILL = "zqt0x"      # a reply text no template writes, so the render shows where it goes
+
+
+def _text_opener_omitted(mistake: Mistake, ex: Any, setup: _Setup, ctx: dict[str, Any]
+                         ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4, the first piece by position: the parse stopped at the output's first character,
+    where it expected the opener the template writes a call turn's reply text in (its render of a turn with a reply
+    text and a call puts the text, after the generation prompt, behind a marker of its own — gpt-oss's
+    ``<|channel|>analysis<|message|>``), while the output writes that text bare and the template's call markup after
+    it: the text's opener is omitted (``OMITTED_OPENER``), not another family's format. No call read; one render
+    (two dialects at most). None otherwise."""
+    msg, out, stop = ex.message, ex.output, ex.stop
+    if msg.get("tool_calls") or stop is None or stop.output_pos != 0 or not ctx["names"] \
+            or not (mistake in _CALL_FORMAT or mistake == Mistake.NONE):
+        return None
+    mark = MARKUP.search(out)
+    lead = out[:mark.start()] if mark else ""
+    if not lead.strip(_WS) or not any(m and m.strip(_WS) and m.strip(_WS) in out[len(lead):] for m in ctx["markers"]):
+        return None
+    named = next((n for n in ctx["names"] if n in out[len(lead):]), "")
+    if not named:
+        return None
+    msgs = [{"role": "user", "content": "hi"}]
+    turn = msgs + [{"role": "assistant", "content": _TEXT_FILL, "tool_calls": [
+        {"type": "function", "id": "call_1", "function": {"name": named, "arguments": {}}}]}]
+    for render in _renderers(setup):
+        try:
+            gp, text = render(msgs, True), render(turn, False)
+        except Exception:  # noqa: BLE001 - this dialect does not render the turn: the next one
+            continue
+        at = text.find(_TEXT_FILL)
+        if not text.startswith(gp) or at < len(gp) or (text.rfind(named) >= 0 and text.rfind(named) < at):
+            return None
+        opener = text[len(gp):at].strip(_WS)
+        if not opener or not MARKUP.search(opener) or opener in lead \
+                or not any(lit.strip(_WS) and opener.startswith(lit.strip(_WS)) for lit in stop.literals):
+            return None
+        return Mistake.OMITTED_OPENER, (
+            f"the model omitted {_q(opener)} before {_q(lead.strip(_WS), 40)}: the template writes a call turn's reply "
+            f"text behind {_q(opener)} before the call, and the output writes the text bare, then the template's call "
+            "markup")
+    return None
 
 
 def _writes_text_before_call(setup: _Setup, call: dict[str, Any]) -> bool:
