@@ -935,7 +935,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
             f"the output alone reads as {mistake.value}: " + e for e in ev[-1:] if not e.startswith("the parse stopped at")]
     decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
-        or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx)
+        or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx) \
+        or _bare_call_in_content(mistake, ex, setup, bundle, ctx)
     if decided is None or decided[0] == mistake:
         return mistake, ev
     if (mistake == Mistake.TRAILING_TEXT or mistake in _INSIDE_CALL) \
@@ -1032,7 +1033,6 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
     return None
 
 
-# a byte-level tokenizer's mark for a whitespace character, left undecoded (GPT-2's byte-to-unicode table)
 def _expected_reading(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
                       ) -> tuple[Mistake, str] | None:
     """The user's expected message decides where the output alone leaves two readings (the labelling guide's step 2
@@ -1090,6 +1090,7 @@ def _expected_reasoning_unmarked(ex: Any, bundle: Any, ctx: dict[str, Any], expe
         "not a fault of the model's markup")
 
 
+# a byte-level tokenizer's mark for a whitespace character, left undecoded (GPT-2's byte-to-unicode table)
 _BYTE_MARKS = {" ": "\u0120", "\n": "\u010a", "\t": "\u0109"}
 
 
@@ -1263,6 +1264,29 @@ def _closer_before_next_call(rel: CallRelation, ex: Any) -> str:
 
 
 _TEXT_FILL = "zqt0x"      # a reply text no template writes, so the render shows where it goes
+
+
+def _bare_call_in_content(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                           ) -> tuple[Mistake, str] | None:
+    """A clean parse with no call ("no mistake" by the rules) whose content writes the template's call pieces —
+    all but the opener the template's render starts the calls with (the section's), nothing foreign — around a
+    declared tool's name: the model omitted that opener (step 4), and the parser kept the bare call as text. The
+    relation already computed; None otherwise."""
+    msg = ex.message
+    if mistake != Mistake.NONE or not ex.clean or msg.get("tool_calls") or ctx.get("budget") is None:
+        return None
+    content = msg.get("content") or ""
+    if not any(n and n in content for n in ctx["names"]):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.pieces or rel.foreign or tuple(rel.absent) != (rel.pieces[0],) \
+            or rel.relation not in (Relation.ALTERED, Relation.OMITTED_OPENER):
+        return None
+    inner = [x for x in rel.matched if MARKUP.search(x) or x.startswith("<")]
+    if len(inner) < 2 or not all(x in content for x in inner):
+        return None
+    return Mistake.OMITTED_OPENER, rel.sentence() + f"; the content writes the call's other pieces ({_q(inner[0])} …) " \
+        f"with no {_q(rel.pieces[0])} before them: the model omitted the opener, and the parser kept the bare call as text"
 
 
 def _text_opener_omitted(mistake: Mistake, ex: Any, setup: _Setup, ctx: dict[str, Any]
