@@ -1641,6 +1641,13 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     if kept:
         ctx["stripped_output"] = kept[0]
         return Mistake.TRAILING_TEXT, ev + [kept[1]]
+    lone = _lone_call_closer_after_answer(ex, setup, bundle, ctx)
+    if lone:
+        ctx["why_none"] = (f"no change of ours drops a lone {_q(lone)} from an answer: the model's output must end "
+                           "with the answer (a server that strips the format's call tokens from text hides it)")
+        return Mistake.TRAILING_TEXT, ev + [
+            f"the answer ends with {_q(lone)}, a closer of the template's call format that no opener in the output "
+            "opened: markup written after the answer, where the format ends the turn"]
     tail = _repeated_tail(ex, r_start)
     if tail:
         # (the labelling guide's step 3: before the call's markup; the reasoning opener again is REOPENED_REASONING)
@@ -2438,6 +2445,26 @@ def _turn_run_on(ex: Any) -> str:
     return (f"after the complete call the model writes {_q(tok.group(0))} and then the generation prompt "
             f"{_q(gp, 40)} again: it ended its turn and went on into a next assistant turn of its own (generation "
             "was not stopped at the end of the call turn), all of which is text after what the format reads")
+
+
+def _lone_call_closer_after_answer(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]) -> str:
+    """The control token a clean answer with no call ends with (its only one) when it is the last piece of the
+    template's render of a call (the relation's pieces: the section's closer) and the output writes none of the
+    call's other pieces: a closer no call opened, after the answer (the labelling guide's step 4: text after where
+    the format ends the turn). ``""`` otherwise; the relation's renders."""
+    content = ex.message.get("content") or ""
+    tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
+    if not ex.clean or ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
+            or _SPECIAL_SHAPE.search(content[:tail.start()]):
+        return ""
+    tok = tail.group(0).strip(_WS)
+    if ctx.get("budget") is None or any(m and m.strip(_WS) and m.strip(_WS) in ex.output for m in ctx["markers"]):
+        return ""
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or len(rel.pieces) < 2 or rel.pieces[-1].strip(_WS) != tok \
+            or any(x.strip(_WS) and x.strip(_WS) in ex.output for x in rel.pieces[:-1] if MARKUP.search(x)):
+        return ""
+    return tok
 
 
 def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
