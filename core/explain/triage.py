@@ -933,7 +933,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         # (the reading of the output alone stays in the evidence, said to be that)
         return expected[0], [e for e in ev if e.startswith("the parse stopped at")] + [expected[1]] + [
             f"the output alone reads as {mistake.value}: " + e for e in ev[-1:] if not e.startswith("the parse stopped at")]
-    decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
+    decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) \
+        or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
         or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx) \
         or _bare_call_in_content(mistake, ex, setup, bundle, ctx)
@@ -950,6 +951,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ctx.pop(key, None)      # (what the overruled reading left for its own fixes and sentence)
     if why_none:
         ctx["why_none"] = why_none
+    if decided[0] == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("token_restored"):
+        ctx["restored"] = ctx["token_restored"]     # (the output with the token put back: the server fix's)
+        ctx["headline"] = decided[1].split("; ", 2)[-1]
     ctx["relation_decided"] = True
     return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
 
@@ -1088,6 +1092,56 @@ def _expected_reasoning_unmarked(ex: Any, bundle: Any, ctx: dict[str, Any], expe
         f"neither {_q(r_start.strip(_WS))} nor {_q(r_ends[0].strip(_WS))}, so the engine read reasoning from the "
         "output's first token — a reasoning setting (the prompt or the reasoning parser taken to open the block), "
         "not a fault of the model's markup")
+
+
+def _token_gone_everywhere(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                           ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 2 before step 4: the template's render of the call writes one control token at
+    two or more places inside the call (Gemma 4's string delimiter ``<|"|>`` around each value), the output writes
+    it nowhere while every other piece of the call, its control tokens too, is written — that token gone at every
+    instance is the decoder's (special tokens skipped), not an omission by the model. The call is put back together
+    from the render (the output's own text in the render's value places) and re-parsed; the output with the token
+    back is kept for the server fix. One parse; None otherwise."""
+    msg, out = ex.message, ex.output
+    if msg.get("tool_calls") or ctx.get("budget") is None or not (mistake in _CALL_FORMAT or mistake == Mistake.NONE):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or rel.relation != Relation.ALTERED or rel.foreign or len(rel.absent) < 2 or not rel.matched:
+        return None
+    tok = rel.absent[0]
+    if any(a != tok for a in rel.absent) or not MARKUP.fullmatch(tok) or tok in out \
+            or rel.pieces[0] == tok or not any(MARKUP.fullmatch(m) for m in rel.matched):
+        return None
+    render = rel.render
+    first, last = render.find(rel.matched[0]), render.rfind(rel.matched[-1])
+    if first < 0 or last < first:
+        return None
+    call = render[first:last + len(rel.matched[-1])]
+    # the render's literal text (the token taken out) between its value places, found in order in the output
+    parts = re.split(r"(zqv\d+x)", call)
+    start = out.find(parts[0].replace(tok, ""))
+    if start < 0:
+        return None
+    at, built = start + len(parts[0].replace(tok, "")), [parts[0]]
+    for i in range(1, len(parts), 2):
+        lit = parts[i + 1].replace(tok, "")
+        end = out.find(lit, at) if lit else len(out)
+        if end < 0 or (lit and not lit.strip(_WS) and not parts[i + 1].strip(_WS)):
+            return None
+        built += [out[at:end], parts[i + 1]]
+        at = end + len(lit)
+    restored = out[:start] + "".join(built) + out[at:]
+    if restored == out or not ctx["budget"].take(len(restored)):
+        return None
+    p = _parse(setup, restored)
+    if not (p.clean and p.message.tool_calls):
+        return None
+    ctx["token_restored"] = restored
+    return Mistake.SPECIAL_TOKENS_STRIPPED, rel.sentence() + (
+        f"; the template writes {_q(tok)} at {len(rel.absent)} places inside the call, the output at none, while it "
+        "writes every other piece, its control tokens too: that token gone at every instance is the decoder's "
+        f"(special tokens skipped), not an omission by the model; with {_q(tok)} put back where the render writes it "
+        f"the output parses clean to {len(p.message.tool_calls)} call(s)")
 
 
 # a byte-level tokenizer's mark for a whitespace character, left undecoded (GPT-2's byte-to-unicode table)
