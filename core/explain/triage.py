@@ -937,7 +937,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
         or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx) \
-        or _bare_call_in_content(mistake, ex, setup, bundle, ctx)
+        or _bare_call_in_content(mistake, ex, setup, bundle, ctx) or _layout_before_key_order(mistake, ex, setup,
+                                                                                             bundle, ctx)
     if decided is None or decided[0] == mistake:
         return mistake, ev
     if (mistake == Mistake.TRAILING_TEXT or mistake in _INSIDE_CALL) \
@@ -1318,6 +1319,33 @@ def _closer_before_next_call(rel: CallRelation, ex: Any) -> str:
 
 
 _TEXT_FILL = "zqt0x"      # a reply text no template writes, so the render shows where it goes
+
+
+def _layout_before_key_order(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                             ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4, the first fault by position: another format named for a call whose pieces are
+    all written (one only out of the render's order: the JSON keys swapped) and whose markup differs from the
+    render in whitespace, the first difference being the whitespace the render writes right after the call's
+    opener (``<tool_call>`` then a line break) and the output leaves out — that omitted marker comes before the
+    key order inside the object. The relation already computed; None otherwise."""
+    out = ex.output
+    if mistake != Mistake.TEMPLATE_MODEL_MISMATCH or ex.message.get("tool_calls"):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx) if ctx.get("budget") is not None else None
+    if rel is None or rel.relation != Relation.ALTERED or rel.foreign or rel.altered != ALTERED_WHITESPACE \
+            or not rel.pieces or rel.pieces[0] in rel.absent or any(a not in out for a in rel.absent):
+        return None
+    opener = rel.pieces[0]
+    i, j = rel.render.find(opener), out.find(opener)
+    if i < 0 or j < 0:
+        return None
+    after = rel.render[i + len(opener):]
+    gap = after[:len(after) - len(after.lstrip(_WS))]
+    if not gap or out[j + len(opener):][:1] in _WS:
+        return None
+    return Mistake.OMITTED_MARKER, rel.sentence() + f"; the model omitted {_q(gap)} after {_q(opener)}, where the " \
+        "template's render writes it: the first fault by position, before the call's JSON keys written in another " \
+        "order (the second)"
 
 
 def _bare_call_in_content(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
