@@ -1129,7 +1129,11 @@ def _token_gone_everywhere(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any
         end = out.find(lit, at) if lit else len(out)
         if end < 0 or (lit and not lit.strip(_WS) and not parts[i + 1].strip(_WS)):
             return None
-        built += [out[at:end], parts[i + 1]]
+        value = out[at:end]
+        if tok in parts[i - 1] + parts[i + 1] and value[:1] + value[-1:] and \
+                (value[:1] in "\"'`" + _WS or value[-1:] in "\"'`" + _WS):
+            return None     # (a quote or a space stands where the token goes: replaced, the omission of step 4)
+        built += [value, parts[i + 1]]
         at = end + len(lit)
     restored = out[:start] + "".join(built) + out[at:]
     if restored == out or not ctx["budget"].take(len(restored)):
