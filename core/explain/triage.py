@@ -2536,7 +2536,7 @@ def _turn_run_on(ex: Any) -> str:
 def _lone_call_closer_after_answer(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]) -> str:
     """The control token a clean answer with no call ends with (its only one) when it is the last piece of the
     template's render of a call (the relation's pieces: the section's closer) and the output writes none of the
-    call's other pieces: a closer no call opened, after the answer (the labelling guide's step 4: text after where
+    call's other pieces nor a declared tool's name: a closer no call opened, after the answer (the labelling guide's step 4: text after where
     the format ends the turn). ``""`` otherwise; the relation's renders."""
     content = ex.message.get("content") or ""
     tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
@@ -2544,8 +2544,9 @@ def _lone_call_closer_after_answer(ex: Any, setup: _Setup, bundle: Any, ctx: dic
             or _SPECIAL_SHAPE.search(content[:tail.start()]):
         return ""
     tok = tail.group(0).strip(_WS)
-    if ctx.get("budget") is None or any(m and m.strip(_WS) and m.strip(_WS) in ex.output for m in ctx["markers"]):
-        return ""
+    if ctx.get("budget") is None or any(m and m.strip(_WS) and m.strip(_WS) in ex.output for m in ctx["markers"]) \
+            or any(n and n in content for n in ctx["names"]):
+        return ""       # (a declared tool's name before it: a call whose opener is missing, not an answer)
     rel = _call_relation(setup, bundle, ex, ctx)
     if rel is None or len(rel.pieces) < 2 or rel.pieces[-1].strip(_WS) != tok \
             or any(x.strip(_WS) and x.strip(_WS) in ex.output for x in rel.pieces[:-1] if MARKUP.search(x)):
