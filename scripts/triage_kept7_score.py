@@ -18,11 +18,13 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept20.jsonl     # the twenty-second batch (SCORES["kept20.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept21.jsonl     # the twenty-third batch (SCORES["kept21.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept22.jsonl     # the twenty-fourth batch (SCORES["kept22.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["kept23"])
-    python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["kept24"])
+    python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["dev"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept22 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules).
+kept24 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules,
+kept23 and kept24 since the seventeenth). A row's ``expect`` (the engine's message) is passed to the triage as a
+user passes ``explain --expect``.
 The triage gets 30 s per row, as in the tests, so the figures do not depend on the machine. Nothing here is
 imported by the library.
 """
