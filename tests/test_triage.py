@@ -169,7 +169,7 @@ from core.chat.request import ChatRequest
 from core.explain.explain import explain
 from core.explain.model import Setup as _Setup
 from core.explain.model import build_bundle as _build
-from core.explain.triage import MAX_EDITS, Mistake, _why_none, apply_fix, triage
+from core.explain.triage import MAX_EDITS, Mistake, TriageFixKind, _why_none, apply_fix, triage
 from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
@@ -2490,3 +2490,124 @@ def test_a_marker_of_the_templates_own_written_where_another_belongs_is_no_missp
     assert tg.mistake == Mistake.OMITTED_OPENER
     assert not any("out of the template's marker" in e for e in tg.evidence), tg.evidence
     assert "without the opener `<｜tool▁calls▁begin｜>`" in tg.sentence
+
+
+# The seventeenth round of rules (docs/explain.md "Seventeenth round of rules"): the user's expected message decides
+# where the output alone leaves two readings, and the structural rules written from the development misses
+
+
+def _run_without_expect(case: dict):
+    return _run({k: v for k, v in case.items() if k != "expect"})
+
+
+def test_the_expected_message_decides_text_before_a_call_is_content_not_reasoning_left_open():
+    # SGLang's MiniMax-M2 detector test: `Let me look that up. <minimax:tool_call>…` under a prompt that always opens
+    # `<think>`; the engine ran no reasoning step, so its message has the text as content
+    c = _row("kept23.jsonl", "kept20-sglang-minimax-m2-leading-text")
+    _ex, alone = _run_without_expect(c)
+    assert alone.mistake == Mistake.REASONING_NOT_CLOSED
+    assert all(f.gives_expected is None and f.expected_words() == "" for f in alone.fixes)
+    _ex, tg = _run(c)
+    assert tg.mistake == Mistake.REASONING_SETTING
+    assert tg.sentence.startswith("the expected message has `Let␣me␣look␣that␣up.` as its content and no reasoning")
+    assert any(e.startswith("the output alone reads as reasoning never closed: ") for e in tg.evidence)
+    # the fix that gives the expected message first (the template no longer opens `<think>`), then the repair that
+    # reads the call but keeps the text as reasoning, each saying which
+    assert [(f.kind, f.gives_expected) for f in tg.fixes] == [(TriageFixKind.TEMPLATE, True),
+                                                              (TriageFixKind.REPAIR, False)]
+    assert tg.fixes[0].message["content"] == "Let me look that up. " and tg.fixes[1].to_json()["gives_expected"] is False
+    assert tg.fixes[1].expected_words() == "does not give the expected message"
+
+
+def test_the_expected_message_decides_with_the_repairs_a_second_fault_needs():
+    # Xinference's GLM-5 `Before <tool_call>…</tool_call> after`: the text is content in the expected message; the
+    # prompt patched not to open `<think>`, with content-between-calls for the text after the call, gives it
+    c = _row("kept16.jsonl", "kept14-xinference-glm5-preserves-surrounding-text")
+    _ex, tg = _run(c)
+    assert tg.mistake == Mistake.REASONING_SETTING
+    first = tg.fixes[0]
+    assert first.gives_expected and first.kind == TriageFixKind.TEMPLATE
+    assert first.change["repairs"] == ["content-between-calls"] and first.message["content"] == "Before  after"
+
+
+def test_the_expected_message_files_markerless_text_as_reasoning():
+    # aphrodite's Seed-OSS: a plain sentence with no reasoning marker, reasoning in the engine's message
+    c = _row("kept21.jsonl", "kept18-aphrodite-seedoss-no-tokens")
+    _ex, alone = _run_without_expect(c)
+    assert alone.mistake == Mistake.NONE
+    _ex, tg = _run(c)
+    assert tg.mistake == Mistake.REASONING_SETTING
+    assert "neither `<seed:think>` nor `</seed:think>`" in tg.sentence
+    assert [f.change for f in tg.fixes] == [{"repairs": ["reasoning-end-without-start"]}] and tg.fixes[0].gives_expected
+
+
+def test_without_an_expected_message_nothing_changes_where_the_expected_message_agrees():
+    # a row whose reading the expected message confirms (Qwen3's missing line breaks): the same mistake and fixes
+    # either way, each fix now saying it gives the expected message
+    c = _row("kept23.jsonl", "kept20-lmdeploy-required-two-calls")
+    _ex, alone = _run_without_expect(c)
+    _ex, tg = _run(c)
+    assert tg.mistake == alone.mistake == Mistake.OMITTED_MARKER
+    assert [f.change for f in tg.fixes] == [f.change for f in alone.fixes]
+    assert tg.fixes[0].gives_expected is True
+
+
+def test_a_fix_that_reads_no_call_is_dropped_when_the_expected_message_has_calls():
+    # SGLang's MiniMax-M2 `[Pasted ~4 lines]<minimax:tool_call>…` with no section closer: read alone, improved
+    # fidelity is offered though it leaves the call unread (the nearest output is not found, so nothing says the
+    # output writes a call); the expected message has the call, so that fix is none and the fix that gives it stays
+    c = _row("kept7.jsonl", "kept7-sgl-minimaxm2-unclosed-section")
+    _ex, alone = _run_without_expect(c)
+    assert alone.nearest is None and any(not f.message.get("tool_calls") for f in alone.fixes)
+    _ex, tg = _run(c)
+    assert tg.fixes and all(f.message.get("tool_calls") for f in tg.fixes)
+    assert tg.fixes[0].gives_expected and tg.fixes[0].change["template_patch"]
+
+
+@pytest.mark.parametrize("case_id", ["kept20-sglang-gptoss-text-before-call",
+                                     "kept20-sglang-gptoss-stream-text-then-call"])
+def test_reply_text_written_bare_where_the_template_writes_it_behind_an_opener_is_the_omitted_opener(case_id):
+    # gpt-oss renders a call turn's text as `<|channel|>analysis<|message|>…<|end|>` before the call; SGLang's tests
+    # write it bare before `<|start|>assistant<|channel|>commentary to=functions.…`: not another family's format
+    _ex, tg = _run(_row("kept23.jsonl", case_id))
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert tg.sentence.startswith("the model omitted `<|channel|>analysis<|message|>` before ")
+
+
+def test_a_bare_call_the_parser_kept_as_text_is_the_omitted_opener_not_no_mistake():
+    # SGLang's DeepSeek V3.2 test: a bare `<｜DSML｜invoke …>` after text, no `<｜DSML｜function_calls>` before it
+    _ex, tg = _run(_row("kept23.jsonl", "kept20-sglang-dsv32-preamble-bare-invoke"))
+    assert tg.mistake == Mistake.OMITTED_OPENER
+    assert "with no `<｜DSML｜function_calls>` before them" in tg.sentence
+    assert tg.fixes[0].change == {"repairs": ["call-section-omitted", "tag-whitespace"]}
+
+
+def test_a_lone_call_section_closer_after_an_answer_is_text_after_the_answer():
+    # SGLang's Kimi K2 test: `normal text<|tool_calls_section_end|>`, no call opened
+    _ex, tg = _run(_row("kept23.jsonl", "kept20-sglang-kimik2-stray-section-end"))
+    assert tg.mistake == Mistake.TRAILING_TEXT and not tg.fixes
+    assert "a closer of the template's call format that no opener in the output opened" in tg.sentence
+    assert "lone `<|tool_calls_section_end|>`" in tg.no_fix
+
+
+def test_a_control_token_gone_at_every_place_the_call_writes_it_is_the_decoders():
+    # vLLM's Gemma 4 test: `call:get_weather{location:London}` — both `<|"|>` gone, `<|tool_call>` kept
+    c = _row("kept23.jsonl", "kept20-vllm-gemma4-required-stream-unquoted-value")
+    _ex, tg = _run(c)
+    assert tg.mistake == Mistake.SPECIAL_TOKENS_STRIPPED
+    assert "omitted `true`" not in tg.sentence and "at 2 places inside the call" in tg.sentence
+    server = [f for f in tg.fixes if f.kind == TriageFixKind.SERVER]
+    assert server and server[0].change["output"] == c["fix"]["change"]["output"]
+    # a plain quote standing where the token goes is the token replaced: the omission of step 4 (kept2's reports)
+    for case_id in ("kept2-llamacpp-22786-gemma4-plain-quotes", "kept2-omlx-581-gemma4-bash-plain-quotes"):
+        assert _run(_row("kept2.jsonl", case_id))[1].mistake == Mistake.OMITTED_MARKER
+
+
+def test_a_missing_line_break_after_the_opener_comes_before_swapped_json_keys():
+    # lmdeploy's Qwen3 `<tool_call>{"arguments":…,"name":…}</tool_call>after`: first by position, the line break
+    _ex, tg = _run(_row("kept18.jsonl", "kept15-lmdeploy-qwen3-trailing-text-after-atomic-tool-close"))
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert "the model omitted `↵` after `<tool_call>`" in tg.sentence and "another order (the second)" in tg.sentence
+    # with the line break written, the swapped keys stay another format (kept6's Hermes 2 Pro report)
+    assert _run(_row("kept6.jsonl", "kept6-kept-vllm-5649-hermes2pro-call"))[1].mistake == \
+        Mistake.TEMPLATE_MODEL_MISMATCH
