@@ -147,15 +147,15 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   unit detectors, lmdeploy's required tool choice, vLLM's Gemma 4 enforcement; each family on its model's own
   template; 21 rows), by a rule committed before explain ran (``scripts/triage_queue.py kept23``), labelled by the
   labelling guide's decision order and committed before the triage ran, scored once (14/21 cause, 18/21 fix, 7/15
-  nearest; ``python scripts/triage_kept7_score.py --set kept23.jsonl``; "Twenty-fifth batch: kept23.jsonl (kept
-  aside)").
+  nearest; ``python scripts/triage_kept7_score.py --set kept23.jsonl``; "Twenty-fifth batch: kept23.jsonl (was
+  kept aside, now dev)").
 - ``kept24.jsonl``: the twenty-sixth batch, kept aside (split ``"kept24"``) and dev since the seventeenth round of
   rules (its rows say ``"split": "dev"``): the whole failing queue of
   ``tests/data/real_outputs_kept21/`` (small local servers' parser tests: exo's and TabbyAPI's, each family on its
   model's own template; 19 rows), by a rule committed before explain ran (``scripts/triage_queue.py kept24``),
   labelled by the labelling guide's decision order and committed before the triage ran, scored once (17/19 cause,
   19/19 fix, 6/11 nearest; ``python scripts/triage_kept7_score.py --set kept24.jsonl``; "Twenty-sixth batch:
-  kept24.jsonl (kept aside)")."""
+  kept24.jsonl (was kept aside, now dev)")."""
 
 from __future__ import annotations
 
