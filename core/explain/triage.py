@@ -934,7 +934,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         return expected[0], [e for e in ev if e.startswith("the parse stopped at")] + [expected[1]] + [
             f"the output alone reads as {mistake.value}: " + e for e in ev[-1:] if not e.startswith("the parse stopped at")]
     decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) \
-        or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
+        or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) \
+        or _whitespace_added_first(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
         or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx) \
         or _bare_call_in_content(mistake, ex, setup, bundle, ctx) or _layout_before_key_order(mistake, ex, setup,
@@ -955,6 +956,8 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if decided[0] == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("token_restored"):
         ctx["restored"] = ctx["token_restored"]     # (the output with the token put back: the server fix's)
         ctx["headline"] = decided[1].split("; ", 2)[-1]
+    if ctx.get("headline_after"):
+        ctx["headline"] = ctx.pop("headline_after")     # (the decision's own sentence, not the nearest output's)
     ctx["relation_decided"] = True
     return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
 
@@ -1323,6 +1326,64 @@ def _closer_before_next_call(rel: CallRelation, ex: Any) -> str:
 
 
 _TEXT_FILL = "zqt0x"      # a reply text no template writes, so the render shows where it goes
+
+
+_AFTER_THE_CALL = frozenset({Mistake.TRAILING_TEXT, Mistake.OMITTED_CLOSER, Mistake.CUT_SHORT,
+                             Mistake.TEMPLATE_MODEL_MISMATCH})
+
+
+def _first_added_whitespace(rel: CallRelation, out: str) -> tuple[int, str, str] | None:
+    """``(output position, piece, whitespace)`` of the first place where the output's first call writes whitespace
+    at an edge of the text between two of the template's call pieces (the name, a key) where its render writes none
+    (a gap holding an argument's fill is a value, free), walking the relation's pieces in order in the render and
+    the output (linear ``find``s); None when the pieces run out or the walk finds none."""
+    render = rel.render
+    r, o = render.find(rel.pieces[0]), out.find(rel.pieces[0])
+    if r < 0 or o < 0:
+        return None
+    for piece, nxt in zip(rel.pieces, rel.pieces[1:]):
+        r2, o2 = render.find(nxt, r + len(piece)), out.find(nxt, o + len(piece))
+        if r2 < 0 or o2 < 0:
+            return None
+        gap_r, gap_o = render[r + len(piece):r2], out[o + len(piece):o2]
+        if "zqv" not in gap_r:
+            lead_r, lead_o = (len(g) - len(g.lstrip(_WS)) for g in (gap_r, gap_o))
+            trail_r, trail_o = (len(g) - len(g.rstrip(_WS)) for g in (gap_r, gap_o))
+            if not gap_o.strip(_WS):
+                if not gap_r and gap_o:
+                    return o + len(piece), piece, gap_o
+            elif not lead_r and lead_o and gap_r.strip(_WS):
+                return o + len(piece), piece, gap_o[:lead_o]
+            elif not trail_r and trail_o and gap_r.strip(_WS):
+                return o2 - trail_o, gap_o.strip(_WS), gap_o[len(gap_o) - trail_o:]
+        r, o = r2, o2
+    return None
+
+
+def _whitespace_added_first(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                            ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4, first fault by position, with its whitespace clarification: a fault named
+    after the call's pieces (text after a call, a closer left out, a cut, another format) while, earlier in the
+    first call, the output writes whitespace right after one of the template's pieces where the render writes the
+    next piece (or the name) glued (GLM-4.5's ``get_weather↵<arg_key>``) and the parse stopped (or was cut) later
+    than that place; a rule with evidence of its own stands. The whitespace written inside the markup is the first fault (``OMITTED_MARKER``), the other the second.
+    The relation already computed; None otherwise."""
+    out = ex.output
+    if mistake not in _AFTER_THE_CALL or ctx.get("budget") is None or ctx.get("specific"):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.pieces or rel.foreign or rel.pieces[0] in rel.absent:
+        return None
+    slip = _first_added_whitespace(rel, out)
+    stop = ex.stop or ex.truncated
+    if slip is None or slip[0] >= (stop.output_pos if stop is not None else len(out)):
+        return None
+    at, piece, ws = slip
+    said = f"the output writes {_q(ws)} after {_q(piece)} at output position {at}, where the template's render " \
+        f"writes the call's next text glued to it: whitespace written inside the markup, the first fault by position " \
+        f"(the second: {mistake.value}, later in the output)"
+    ctx["headline_after"] = said
+    return Mistake.OMITTED_MARKER, rel.sentence() + "; " + said
 
 
 def _layout_before_key_order(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
