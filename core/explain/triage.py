@@ -1381,7 +1381,7 @@ def _whitespace_added_first(mistake: Mistake, ex: Any, setup: _Setup, bundle: An
     at, piece, ws = slip
     said = f"the output writes {_q(ws)} after {_q(piece)} at output position {at}, where the template's render " \
         f"writes the call's next text glued to it: whitespace written inside the markup, the first fault by position " \
-        f"(the second: {mistake.value}, later in the output)"
+        f"(the second, later in the output: " + (f"{_q(rel.absent[0])} left out" if rel.absent else mistake.value) + ")"
     ctx["headline_after"] = said
     return Mistake.OMITTED_MARKER, rel.sentence() + "; " + said
 
