@@ -2516,13 +2516,15 @@ def test_the_expected_message_decides_text_before_a_call_is_content_not_reasonin
     assert all(f.gives_expected is None and f.expected_words() == "" for f in alone.fixes)
     _ex, tg = _run(c)
     assert tg.mistake == Mistake.REASONING_SETTING
-    assert tg.sentence.startswith("the expected message has `Let␣me␣look␣that␣up.` as its content and no reasoning")
+    assert tg.sentence.startswith("the expected message has `Let␣me␣look␣that␣up.` as its content and no "
+                                  "reasoning")
     assert any(e.startswith("the output alone reads as reasoning never closed: ") for e in tg.evidence)
     # the fix that gives the expected message first (the template no longer opens `<think>`), then the repair that
     # reads the call but keeps the text as reasoning, each saying which
     assert [(f.kind, f.gives_expected) for f in tg.fixes] == [(TriageFixKind.TEMPLATE, True),
                                                               (TriageFixKind.REPAIR, False)]
-    assert tg.fixes[0].message["content"] == "Let me look that up. " and tg.fixes[1].to_json()["gives_expected"] is False
+    assert tg.fixes[0].message["content"] == "Let me look that up. "
+    assert tg.fixes[1].to_json()["gives_expected"] is False
     assert tg.fixes[1].expected_words() == "does not give the expected message"
 
 

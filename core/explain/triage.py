@@ -931,8 +931,9 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     if expected is not None:
         ctx["headline"] = expected[1]
         # (the reading of the output alone stays in the evidence, said to be that)
-        return expected[0], [e for e in ev if e.startswith("the parse stopped at")] + [expected[1]] + [
-            f"the output alone reads as {mistake.value}: " + e for e in ev[-1:] if not e.startswith("the parse stopped at")]
+        stops = [e for e in ev if e.startswith("the parse stopped at")]
+        return expected[0], stops + [expected[1]] + [f"the output alone reads as {mistake.value}: " + e
+                                                     for e in ev[-1:] if e not in stops]
     decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) \
         or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) \
         or _whitespace_added_first(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
@@ -1366,8 +1367,8 @@ def _whitespace_added_first(mistake: Mistake, ex: Any, setup: _Setup, bundle: An
     after the call's pieces (text after a call, a closer left out, a cut, another format) while, earlier in the
     first call, the output writes whitespace right after one of the template's pieces where the render writes the
     next piece (or the name) glued (GLM-4.5's ``get_weather↵<arg_key>``) and the parse stopped (or was cut) later
-    than that place; a rule with evidence of its own stands. The whitespace written inside the markup is the first fault (``OMITTED_MARKER``), the other the second.
-    The relation already computed; None otherwise."""
+    than that place; a rule with evidence of its own stands. The whitespace written inside the markup is the first
+    fault (``OMITTED_MARKER``), the other the second. The relation already computed; None otherwise."""
     out = ex.output
     if mistake not in _AFTER_THE_CALL or ctx.get("budget") is None or ctx.get("specific"):
         return None
@@ -1432,8 +1433,9 @@ def _bare_call_in_content(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any,
     inner = [x for x in rel.matched if MARKUP.search(x) or x.startswith("<")]
     if len(inner) < 2 or not all(x in content for x in inner):
         return None
-    return Mistake.OMITTED_OPENER, rel.sentence() + f"; the content writes the call's other pieces ({_q(inner[0])} …) " \
-        f"with no {_q(rel.pieces[0])} before them: the model omitted the opener, and the parser kept the bare call as text"
+    return Mistake.OMITTED_OPENER, rel.sentence() + f"; the content writes the call's other pieces ({_q(inner[0])} " \
+        f"…) with no {_q(rel.pieces[0])} before them: the model omitted the opener, and the parser kept the bare " \
+        "call as text"
 
 
 def _text_opener_omitted(mistake: Mistake, ex: Any, setup: _Setup, ctx: dict[str, Any]
@@ -2597,8 +2599,8 @@ def _turn_run_on(ex: Any) -> str:
 def _lone_call_closer_after_answer(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]) -> str:
     """The control token a clean answer with no call ends with (its only one) when it is the last piece of the
     template's render of a call (the relation's pieces: the section's closer) and the output writes none of the
-    call's other pieces nor a declared tool's name: a closer no call opened, after the answer (the labelling guide's step 4: text after where
-    the format ends the turn). ``""`` otherwise; the relation's renders."""
+    call's other pieces nor a declared tool's name: a closer no call opened, after the answer (the labelling
+    guide's step 4: text after where the format ends the turn). ``""`` otherwise; the relation's renders."""
     content = ex.message.get("content") or ""
     tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
     if not ex.clean or ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
