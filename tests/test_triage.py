@@ -162,6 +162,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 
 import pytest
 
@@ -2637,3 +2638,24 @@ def test_a_missing_line_break_after_the_opener_comes_before_swapped_json_keys():
     # with the line break written, the swapped keys stay another format (kept6's Hermes 2 Pro report)
     assert _run(_row("kept6.jsonl", "kept6-kept-vllm-5649-hermes2pro-call"))[1].mistake == \
         Mistake.TEMPLATE_MODEL_MISMATCH
+
+
+def test_cli_says_on_each_fix_whether_it_gives_the_expected_message(tmp_path):
+    import subprocess
+    import sys
+
+    c = _row("kept23.jsonl", "kept20-sglang-minimax-m2-leading-text")
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({k: c[k] for k in ("messages", "tools", "enable_thinking")}), encoding="utf-8")
+    exp = tmp_path / "expect.json"
+    exp.write_text(json.dumps(c["expect"]), encoding="utf-8")
+    cmd = [sys.executable, "-m", "core", "explain", str(TEMPLATES / c["template"]), "--request", str(req),
+           "--expect", str(exp)]
+    env = {**os.environ, "CTE_EXPLAIN_BUDGET_S": "30"}
+    text = subprocess.run(cmd, input=c["input"], capture_output=True, text=True, cwd=ROOT, timeout=120, env=env).stdout
+    assert "mistake: reasoning setting does not match the output — the expected message has" in text
+    assert "  1. [template] patch the template" in text and "     gives the expected message" in text
+    assert "     does not give the expected message" in text
+    data = json.loads(subprocess.run(cmd + ["--json"], input=c["input"], capture_output=True, text=True, cwd=ROOT,
+                                     timeout=120, env=env).stdout)
+    assert [f["gives_expected"] for f in data["triage"]["fixes"]] == [True, False]
