@@ -1055,6 +1055,12 @@ def _expected_reading(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx
     expect = ctx.get("expect")
     if expect is None:
         return None
+    if mistake == Mistake.NONE and _reasoning_kept(ex, expect):
+        ctx["reasoning_kept"] = True
+        return Mistake.REASONING_SETTING, (
+            f"the expected message keeps {_q((ex.message.get('reasoning_content') or '').strip(_WS))} in its content, "
+            "with the reasoning's markers, where the parse reads it as reasoning: the engine ran no reasoning "
+            "extraction on this output (a reasoning setting of the server or the template), not a fault of the model")
     if mistake == Mistake.NONE:
         return _expected_reasoning_unmarked(ex, bundle, ctx, expect)
     if mistake != Mistake.REASONING_NOT_CLOSED or not _reasoning_from_prompt_only(ex, bundle, ctx):
@@ -1074,6 +1080,17 @@ def _expected_reading(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx
         f"the expected message has {_q(text)} as its content and no reasoning, while the parse files it as reasoning "
         f"only because the generation prompt opens {_q(opener)}: the engine read the output with no reasoning step, "
         "a setting of the server or the template, not reasoning the model left open")
+
+
+def _reasoning_kept(ex: Any, expect: dict[str, Any] | None) -> bool:
+    """The expected message has no reasoning, while the parse reads some, and its content holds that reasoning's
+    text with more around it (the block's markers): the engine read the block as content."""
+    if expect is None or not ex.clean or (expect.get("reasoning_content") or "").strip(_WS):
+        return False
+    reasoning = (ex.message.get("reasoning_content") or "").strip(_WS)
+    want = expect.get("content") or ""
+    return bool(reasoning) and reasoning in want and len(want.strip(_WS)) > len(reasoning) \
+        and len(expect.get("tool_calls") or []) == len(ex.message.get("tool_calls") or [])
 
 
 def _expected_reasoning_unmarked(ex: Any, bundle: Any, ctx: dict[str, Any], expect: dict[str, Any]
@@ -4375,6 +4392,26 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         except Exception:  # noqa: BLE001 - a request the template does not render is not offered
             pass
     expect = ctx.get("expect")
+    if mistake == Mistake.REASONING_SETTING and ctx.get("reasoning_kept") and expect is not None:
+        # the engine kept the reasoning block as content: no extraction, or a prompt that does not open it
+        tries = [(TriageFixKind.REQUEST, "set reasoning_format to none: the engine keeps the reasoning block in the "
+                  "content", {"request": {"reasoning_format": "none"}}, None)]
+        patch = _prompt_opener_patch(setup, ex, ctx, reasoning_markers(bundle)[0].strip(_WS))
+        if patch is not None:
+            tries.append((TriageFixKind.TEMPLATE, "patch the template: its generation prompt no longer opens the "
+                          f"reasoning (write {_q(patch[0][0][1], 60)} for {_q(patch[0][0][0], 60)})",
+                          {"template_patch": patch[0]}, patch[1]))
+        for kind, what, change, patched in tries:
+            if not budget.take(len(ex.output)):
+                break
+            try:
+                p = _parse(patched, ex.output) if patched is not None else \
+                    _parse(setup, ex.output, request=apply_request_change(req, change["request"]))
+            except Exception:  # noqa: BLE001 - a change that does not build is not offered
+                continue
+            if p.clean and _gives_expected(p.message.to_openai(), expect, ex.output):
+                out.append(RankedFix(kind, what, change, p.message.to_openai(), 1 if kind == TriageFixKind.REQUEST
+                                     else 2))
     if mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING) and "thinking_fix" not in ctx \
             and (not out or (expect is not None and not any(_gives_expected(f.message, expect, ex.output)
                                                             for f in out))):
@@ -5086,7 +5123,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
             and not any(m and m in content for m in ctx["markers"]) and _marker_free(ex.message, bundle) \
-            and not _reasoning_from_prompt_only(ex, bundle, ctx):
+            and not _reasoning_from_prompt_only(ex, bundle, ctx) and not _reasoning_kept(ex, expect):
         # the format read the calls and left nothing marker-like: the loose rules below (call syntax of another
         # family, a recipient on the analysis channel) describe misreads, not a parse like this one
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
