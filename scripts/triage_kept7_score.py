@@ -18,8 +18,8 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept20.jsonl     # the twenty-second batch (SCORES["kept20.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept21.jsonl     # the twenty-third batch (SCORES["kept21.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept22.jsonl     # the twenty-fourth batch (SCORES["kept22.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["kept23"])
-    python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["kept24"])
+    python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept25.jsonl     # the twenty-seventh batch (SCORES["kept25.jsonl"]["kept25"])
     python scripts/triage_kept7_score.py --set kept26.jsonl     # the twenty-eighth batch (SCORES["kept26.jsonl"]["kept26"])
     python scripts/triage_kept7_score.py --set kept27.jsonl     # the twenty-ninth batch, public reports (SCORES["kept27.jsonl"]["kept27"])
@@ -27,7 +27,9 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept29.jsonl     # the thirty-first batch (SCORES["kept29.jsonl"]["kept29"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept22 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules).
+kept24 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules,
+kept23 and kept24 since the seventeenth). A row's ``expect`` (the engine's message) is passed to the triage as a
+user passes ``explain --expect``.
 The triage gets 30 s per row, as in the tests, so the figures do not depend on the machine. Nothing here is
 imported by the library.
 """
@@ -65,7 +67,8 @@ def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, i
         req = ChatRequest.from_dict(c)
         ex = explain(t, req, c["input"])
         s = Setup(t, req, "llama.cpp", {})
-        tg = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain)
+        # the expected message where the row gives it, as a user passes `explain --expect`
+        tg = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain, expect=c.get("expect"))
         cause = tg.mistake.name == c["cause"]
         if c["fix"]["kind"] != "none":   # a labelled change, also under NONE (the labelling guide's parser fault)
             want, _ = apply_fix(t, req, c["input"], c["fix"]["change"])

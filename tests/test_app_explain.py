@@ -171,6 +171,10 @@ def test_triage_first_nearest_diff_ranked_fixes_and_expected_message():
     at.button(key="explain_only_off").click().run()
     code = next(c.value for c in at.code if c.language == "python")
     assert "@pytest.mark.xfail(strict=True, reason='field-name alias: " in code
+    # the expected message reaches the triage too: each ranked fix says whether it gives it, those that do first
+    fixes = [unmd(m.value) for m in at.markdown if unmd(m.value)[:3] in ("1. ", "2. ", "3. ")]
+    assert fixes[0] == ("1. repair: switch on the repair `arguments-key-alias` alone (improved fidelity with only "
+                        "this repair) — gives the expected message"), fixes
 
 
 def test_clean_parse_has_nothing_to_explain():

@@ -36,7 +36,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     output = read_model_output()
     only = tuple(args.repair) if args.repair else None
     ex = explain(template, request, output, fidelity="improved" if args.improved else "llama.cpp",
-                 overrides=overrides, only_repairs=only)
+                 overrides=overrides, only_repairs=only, expect=expect)
     if args.json:
         data = ex.to_json()
         data["reproducer"] = {"case": json.loads(case_line(ex, expect=expect)),
@@ -65,8 +65,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--repair", action="append", metavar="NAME", help="improved fidelity with only this repair on "
                                                                    "(repeatable): a triage fix switched on alone")
     p.add_argument("--json", action="store_true", help="one JSON object (with the triage and the reproducers)")
-    p.add_argument("--expect", metavar="FILE", help="the message you expected (OpenAI JSON): the pytest reproducer "
-                                                   "asserts it and is marked xfail(strict) until fixed")
+    p.add_argument("--expect", metavar="FILE", help="the message you expected (OpenAI JSON): the triage reads the "
+                                                   "output by it where the output alone leaves two readings and ranks "
+                                                   "first the fixes that give it; the pytest reproducer asserts it "
+                                                   "and is marked xfail(strict) until fixed")
     p.add_argument("--reproducer", action="store_true", help="also print the cases.jsonl line, pytest test and "
                                                              "peg_tester snippet")
     p.set_defaults(func=_guard(_cmd_explain))

@@ -33,14 +33,17 @@ __all__ = ["REPARSE_CHARS", "Cause", "Explanation", "Finding", "Fix", "FixKind",
 
 def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str = "llama.cpp",
             overrides: dict[str, Any] | None = None, disabled_workarounds: tuple[str, ...] = (),
-            fixes: bool = True, only_repairs: tuple[str, ...] | None = None) -> Explanation:
+            fixes: bool = True, only_repairs: tuple[str, ...] | None = None,
+            expect: dict[str, Any] | None = None) -> Explanation:
     """Explain how ``template``'s parser (for ``request``, at ``fidelity``, with analysis ``overrides`` and
     ``disabled_workarounds`` as on the Overrides page; ``only_repairs``: improved fidelity with only these
     tolerance repairs of :mod:`core.chat.repairs` on — a repair switched on alone, as a triage fix offers it) parses
     ``output``: labelled spans, the stop point, the causes with evidence and (``fixes``) the candidate changes
     that re-parse clean. Raises what :func:`core.chat.pipeline.build_chat_parser` raises for a bad request or
     template (``RequestError``, ``TemplateRenderError``, ``AnalysisError``, each one line); never raises on
-    the output.
+    the output. ``expect``: the message the user expected (an OpenAI message, checked by
+    :func:`core.explain.reproducer.check_expected`), which decides the triage's readings the output alone leaves
+    open and ranks first the fixes that give it.
 
     Runs under the analysis budget (:mod:`core.jinja.limits`: the prompt render and any analysis; raises
     :class:`~core.errors.AnalysisError` naming the limit when it runs out). Its work is linear in the output:
@@ -53,7 +56,7 @@ def explain(template: Any, request: ChatRequest, output: str, *, fidelity: str =
         gc.disable()
     try:
         return _explain_budgeted(template, request, output, fidelity, overrides, disabled_workarounds, fixes,
-                                 only_repairs)
+                                 only_repairs, expect)
     finally:
         if pause_gc:
             gc.enable()
@@ -65,7 +68,8 @@ GC_PAUSE_CHARS = 64 * 1024
 
 def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity: str,
                       overrides: dict[str, Any] | None, disabled_workarounds: tuple[str, ...], fixes: bool,
-                      only_repairs: tuple[str, ...] | None = None) -> Explanation:
+                      only_repairs: tuple[str, ...] | None = None, expect: dict[str, Any] | None = None
+                      ) -> Explanation:
     started = time.monotonic()
     if only_repairs is not None:
         repairs_off(tuple(only_repairs))      # an unknown name: one line, before any work
@@ -91,7 +95,8 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
             overall, search = triage_budgets(TIME_BUDGET)
             spare = overall - (time.monotonic() - started)
             ex.triage = _within_nesting(ex, "triage", lambda: triage(
-                ex, setup, bundle, seconds=max(0.0, min(search, spare)), parse_cost=parse_cost, reexplain=explain),
+                ex, setup, bundle, seconds=max(0.0, min(search, spare)), parse_cost=parse_cost, reexplain=explain,
+                expect=expect),
                 None)
         return ex
 

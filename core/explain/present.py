@@ -206,6 +206,8 @@ def text_lines(ex: Explanation) -> list[str]:
             for i, f in enumerate(tg.fixes, 1):
                 out.append(f"  {i}. [{f.kind.value}] {show_invisible(f.description)}"
                            + (f"  (apply: {f.cli})" if f.cli else ""))
+                if f.gives_expected is not None:
+                    out.append("     " + f.expected_words())
                 out.append("     gives: " + _message(f.message))
         elif tg.no_fix:
             out += ["", f"no change of ours helps: {tg.no_fix}"]

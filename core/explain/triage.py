@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from ..chat.prompt import prepare_request, render_prompt
 from ..chat.repairs import TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
+from ..chat.roundtrip import compare_messages, expected_message
 from ..chat.samples import end_of_turn_candidates
 from ..escapes import code_span, escape_invisible
 from ..jinja.template import ChatTemplate, apply_template
@@ -118,6 +119,13 @@ class RankedFix:
     change: dict[str, Any]
     message: dict[str, Any]
     cost: int = 0
+    gives_expected: bool | None = None      # None: no expected message was given
+
+    def expected_words(self) -> str:
+        """Whether the fix gives the expected message, in words (``""`` without an expected message)."""
+        if self.gives_expected is None:
+            return ""
+        return "gives the expected message" if self.gives_expected else "does not give the expected message"
 
     @property
     def cli(self) -> str:
@@ -134,7 +142,7 @@ class RankedFix:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"kind": self.kind.value, "description": self.description, "change": self.change,
-                "message": self.message, "cost": self.cost, "cli": self.cli}
+                "message": self.message, "cost": self.cost, "cli": self.cli, "gives_expected": self.gives_expected}
 
 
 @dataclass
@@ -702,21 +710,22 @@ def _reply_filed_as_reasoning(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str
 
 
 def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], r_start: str,
-                                 r_ends: list[str]) -> list[str]:
+                                 r_ends: list[str], expected: bool = False) -> list[str]:
     """:func:`_reply_filed_as_reasoning` for calls that only a repair reads: no call is read, the reasoning (opened
     by a generation prompt that opens it whatever the request sets; the output writes neither marker) holds text
     and then the template's call opener (or the content starts with it), and read with the template patched not to
     open it and the tolerance repairs, that text is the content before the calls the repairs read. A second fault of
     the call's markup (its layout's whitespace left out) does not hide the first. Not asked when the request's
     thinking is on (llama.cpp's default when it says nothing): text it asked to be reasoning, then a call, is a
-    reasoning the model did not close. The clean re-read's change (the patch and the fewest repairs that read the
+    reasoning the model did not close — unless the user's expected message has that text as content (``expected``,
+    :func:`_expected_reading`). The clean re-read's change (the patch and the fewest repairs that read the
     same message) is kept in ``ctx["patch_repairs"]``; one that stops later names that stop as a third fault. ``[]``
     otherwise; at most four parses."""
     msg = ex.message
     opener = r_start.strip(_WS)
     if msg.get("tool_calls") or not _reasoning_from_prompt_only(ex, bundle, ctx):
         return []
-    if setup.request.enable_thinking:
+    if setup.request.enable_thinking and not expected:
         return []       # thinking asked for (or left at its default): text in the block is reasoning left open
     reasoning = msg.get("reasoning_content") or ""
     own = [m.strip(_WS) for m in ctx["markers"] if m and m.strip(_WS) and len(m.strip(_WS)) >= 2]
@@ -918,9 +927,20 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     class (or no mistake with a call read nowhere) the relation of the template's rendered call
     pieces to the output's markup decides (:func:`_arbitrated`), unless a rule with evidence of its own named it."""
     mistake, ev = _rule_reading(ex, setup, bundle, near, ctx)
-    decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
+    expected = _expected_reading(mistake, ex, setup, bundle, ctx)
+    if expected is not None:
+        ctx["headline"] = expected[1]
+        # (the reading of the output alone stays in the evidence, said to be that)
+        stops = [e for e in ev if e.startswith("the parse stopped at")]
+        return expected[0], stops + [expected[1]] + [f"the output alone reads as {mistake.value}: " + e
+                                                     for e in ev[-1:] if e not in stops]
+    decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) \
+        or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) \
+        or _whitespace_added_first(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
-        or _closer_omitted(mistake, ex, setup, bundle, ctx)
+        or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx) \
+        or _bare_call_in_content(mistake, ex, setup, bundle, ctx) or _layout_before_key_order(mistake, ex, setup,
+                                                                                             bundle, ctx)
     if decided is None or decided[0] == mistake:
         return mistake, ev
     if (mistake == Mistake.TRAILING_TEXT or mistake in _INSIDE_CALL) \
@@ -934,6 +954,11 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
         ctx.pop(key, None)      # (what the overruled reading left for its own fixes and sentence)
     if why_none:
         ctx["why_none"] = why_none
+    if decided[0] == Mistake.SPECIAL_TOKENS_STRIPPED and ctx.get("token_restored"):
+        ctx["restored"] = ctx["token_restored"]     # (the output with the token put back: the server fix's)
+        ctx["headline"] = decided[1].split("; ", 2)[-1]
+    if ctx.get("headline_after"):
+        ctx["headline"] = ctx.pop("headline_after")     # (the decision's own sentence, not the nearest output's)
     ctx["relation_decided"] = True
     return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
 
@@ -1015,6 +1040,134 @@ def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict
             "nothing around the call that the template's renders do not write, yet the parse read no call: the " \
             "template writes this call, our parser (its analysis or handler) does not read it" + unread
     return None
+
+
+def _expected_reading(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                      ) -> tuple[Mistake, str] | None:
+    """The user's expected message decides where the output alone leaves two readings (the labelling guide's step 2
+    before step 4): text that only the generation prompt's reasoning opener made reasoning (the output writes
+    neither the opener nor a closer), then the calls, read as reasoning never closed — while the expected message
+    has that text as its content and no reasoning: the engine ran no reasoning step on a prompt that opens the block
+    whatever the request sets, a setting (``REASONING_SETTING``), not a model that forgot to close it; the template
+    patched not to open it, with the repairs a second fault of the calls' markup needs, is looked for
+    (:func:`_reply_before_repaired_calls`). ``None`` without an expected message or when it agrees with the rules'
+    reading."""
+    expect = ctx.get("expect")
+    if expect is None:
+        return None
+    if mistake == Mistake.NONE and _reasoning_kept(ex, expect):
+        ctx["reasoning_kept"] = True
+        return Mistake.REASONING_SETTING, (
+            f"the expected message keeps {_q((ex.message.get('reasoning_content') or '').strip(_WS))} in its content, "
+            "with the reasoning's markers, where the parse reads it as reasoning: the engine ran no reasoning "
+            "extraction on this output (a reasoning setting of the server or the template), not a fault of the model")
+    if mistake == Mistake.NONE:
+        return _expected_reasoning_unmarked(ex, bundle, ctx, expect)
+    if mistake != Mistake.REASONING_NOT_CLOSED or not _reasoning_from_prompt_only(ex, bundle, ctx):
+        return None
+    if (expect.get("reasoning_content") or "").strip(_WS) or not expect.get("tool_calls"):
+        return None
+    reasoning = ex.message.get("reasoning_content") or ""
+    own = [m.strip(_WS) for m in ctx["markers"] if m and len(m.strip(_WS)) >= 2]
+    at = min((reasoning.find(m) for m in own if m in reasoning), default=len(reasoning))
+    text = reasoning[:at].strip(_WS)
+    if not text or text not in (expect.get("content") or ""):
+        return None
+    r_start, r_ends = reasoning_markers(bundle)
+    opener = r_start.strip(_WS)
+    _reply_before_repaired_calls(ex, setup, bundle, ctx, r_start, r_ends, expected=True)
+    return Mistake.REASONING_SETTING, (
+        f"the expected message has {_q(text)} as its content and no reasoning, while the parse files it as reasoning "
+        f"only because the generation prompt opens {_q(opener)}: the engine read the output with no reasoning step, "
+        "a setting of the server or the template, not reasoning the model left open")
+
+
+def _reasoning_kept(ex: Any, expect: dict[str, Any] | None) -> bool:
+    """The expected message has no reasoning, while the parse reads some, and its content holds that reasoning's
+    text with more around it (the block's markers): the engine read the block as content."""
+    if expect is None or not ex.clean or (expect.get("reasoning_content") or "").strip(_WS):
+        return False
+    reasoning = (ex.message.get("reasoning_content") or "").strip(_WS)
+    want = expect.get("content") or ""
+    return bool(reasoning) and reasoning in want and len(want.strip(_WS)) > len(reasoning) \
+        and len(expect.get("tool_calls") or []) == len(ex.message.get("tool_calls") or [])
+
+
+def _expected_reasoning_unmarked(ex: Any, bundle: Any, ctx: dict[str, Any], expect: dict[str, Any]
+                                 ) -> tuple[Mistake, str] | None:
+    """A clean parse with no calls whose content holds the text the expected message files as reasoning, while the
+    output writes none of the template's reasoning markers: the engine reads reasoning from the output's first
+    token (a prompt it treats as opening the block, or a reasoning parser that assumes it) — the reasoning setting
+    (step 2), not "no mistake". A repair that reads an unclosed reasoning is then a fix (``unfinished_reasoning``)."""
+    msg = ex.message
+    r_start, r_ends = reasoning_markers(bundle)
+    want = (expect.get("reasoning_content") or "").strip(_WS)
+    content = msg.get("content") or ""
+    if not (ex.clean and want and r_start.strip(_WS) and r_ends) or msg.get("tool_calls") or expect.get("tool_calls") \
+            or (msg.get("reasoning_content") or "").strip(_WS) or want not in content:
+        return None
+    if any(m.strip(_WS) and m.strip(_WS) in ex.output for m in [r_start] + r_ends):
+        return None
+    ctx["unfinished_reasoning"] = True
+    return Mistake.REASONING_SETTING, (
+        f"the expected message files {_q(want)} as reasoning, which the parse gives as content: the output writes "
+        f"neither {_q(r_start.strip(_WS))} nor {_q(r_ends[0].strip(_WS))}, so the engine read reasoning from the "
+        "output's first token — a reasoning setting (the prompt or the reasoning parser taken to open the block), "
+        "not a fault of the model's markup")
+
+
+def _token_gone_everywhere(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                           ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 2 before step 4: the template's render of the call writes one control token at
+    two or more places inside the call (Gemma 4's string delimiter ``<|"|>`` around each value), the output writes
+    it nowhere while every other piece of the call, its control tokens too, is written — that token gone at every
+    instance is the decoder's (special tokens skipped), not an omission by the model. The call is put back together
+    from the render (the output's own text in the render's value places) and re-parsed; the output with the token
+    back is kept for the server fix. One parse; None otherwise."""
+    msg, out = ex.message, ex.output
+    if msg.get("tool_calls") or ctx.get("budget") is None or not (mistake in _CALL_FORMAT or mistake == Mistake.NONE):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or rel.relation != Relation.ALTERED or rel.foreign or len(rel.absent) < 2 or not rel.matched:
+        return None
+    tok = rel.absent[0]
+    if any(a != tok for a in rel.absent) or not MARKUP.fullmatch(tok) or tok in out \
+            or rel.pieces[0] == tok or not any(MARKUP.fullmatch(m) for m in rel.matched):
+        return None
+    render = rel.render
+    first, last = render.find(rel.matched[0]), render.rfind(rel.matched[-1])
+    if first < 0 or last < first:
+        return None
+    call = render[first:last + len(rel.matched[-1])]
+    # the render's literal text (the token taken out) between its value places, found in order in the output
+    parts = re.split(r"(zqv\d+x)", call)
+    start = out.find(parts[0].replace(tok, ""))
+    if start < 0:
+        return None
+    at, built = start + len(parts[0].replace(tok, "")), [parts[0]]
+    for i in range(1, len(parts), 2):
+        lit = parts[i + 1].replace(tok, "")
+        end = out.find(lit, at) if lit else len(out)
+        if end < 0 or (lit and not lit.strip(_WS) and not parts[i + 1].strip(_WS)):
+            return None
+        value = out[at:end]
+        if tok in parts[i - 1] + parts[i + 1] and value[:1] + value[-1:] and \
+                (value[:1] in "\"'`" + _WS or value[-1:] in "\"'`" + _WS):
+            return None     # (a quote or a space stands where the token goes: replaced, the omission of step 4)
+        built += [value, parts[i + 1]]
+        at = end + len(lit)
+    restored = out[:start] + "".join(built) + out[at:]
+    if restored == out or not ctx["budget"].take(len(restored)):
+        return None
+    p = _parse(setup, restored)
+    if not (p.clean and p.message.tool_calls):
+        return None
+    ctx["token_restored"] = restored
+    return Mistake.SPECIAL_TOKENS_STRIPPED, rel.sentence() + (
+        f"; the template writes {_q(tok)} at {len(rel.absent)} places inside the call, the output at none, while it "
+        "writes every other piece, its control tokens too: that token gone at every instance is the decoder's "
+        f"(special tokens skipped), not an omission by the model; with {_q(tok)} put back where the render writes it "
+        f"the output parses clean to {len(p.message.tool_calls)} call(s)")
 
 
 # a byte-level tokenizer's mark for a whitespace character, left undecoded (GPT-2's byte-to-unicode table)
@@ -1191,6 +1344,156 @@ def _closer_before_next_call(rel: CallRelation, ex: Any) -> str:
 
 
 _TEXT_FILL = "zqt0x"      # a reply text no template writes, so the render shows where it goes
+
+
+_AFTER_THE_CALL = frozenset({Mistake.TRAILING_TEXT, Mistake.OMITTED_CLOSER, Mistake.CUT_SHORT,
+                             Mistake.TEMPLATE_MODEL_MISMATCH})
+
+
+def _first_added_whitespace(rel: CallRelation, out: str) -> tuple[int, str, str] | None:
+    """``(output position, piece, whitespace)`` of the first place where the output's first call writes whitespace
+    at an edge of the text between two of the template's call pieces (the name, a key) where its render writes none
+    (a gap holding an argument's fill is a value, free), walking the relation's pieces in order in the render and
+    the output (linear ``find``s); None when the pieces run out or the walk finds none."""
+    render = rel.render
+    r, o = render.find(rel.pieces[0]), out.find(rel.pieces[0])
+    if r < 0 or o < 0:
+        return None
+    for piece, nxt in zip(rel.pieces, rel.pieces[1:]):
+        r2, o2 = render.find(nxt, r + len(piece)), out.find(nxt, o + len(piece))
+        if r2 < 0 or o2 < 0:
+            return None
+        gap_r, gap_o = render[r + len(piece):r2], out[o + len(piece):o2]
+        if "zqv" not in gap_r:
+            lead_r, lead_o = (len(g) - len(g.lstrip(_WS)) for g in (gap_r, gap_o))
+            trail_r, trail_o = (len(g) - len(g.rstrip(_WS)) for g in (gap_r, gap_o))
+            if not gap_o.strip(_WS):
+                if not gap_r and gap_o:
+                    return o + len(piece), piece, gap_o
+            elif not lead_r and lead_o and gap_r.strip(_WS):
+                return o + len(piece), piece, gap_o[:lead_o]
+            elif not trail_r and trail_o and gap_r.strip(_WS):
+                return o2 - trail_o, gap_o.strip(_WS), gap_o[len(gap_o) - trail_o:]
+        r, o = r2, o2
+    return None
+
+
+def _whitespace_added_first(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                            ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4, first fault by position, with its whitespace clarification: a fault named
+    after the call's pieces (text after a call, a closer left out, a cut, another format) while, earlier in the
+    first call, the output writes whitespace right after one of the template's pieces where the render writes the
+    next piece (or the name) glued (GLM-4.5's ``get_weather↵<arg_key>``) and the parse stopped (or was cut) later
+    than that place; a rule with evidence of its own stands. The whitespace written inside the markup is the first
+    fault (``OMITTED_MARKER``), the other the second. The relation already computed; None otherwise."""
+    out = ex.output
+    if mistake not in _AFTER_THE_CALL or ctx.get("budget") is None or ctx.get("specific"):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.pieces or rel.foreign or rel.pieces[0] in rel.absent:
+        return None
+    slip = _first_added_whitespace(rel, out)
+    stop = ex.stop or ex.truncated
+    if slip is None or slip[0] >= (stop.output_pos if stop is not None else len(out)):
+        return None
+    at, piece, ws = slip
+    said = f"the output writes {_q(ws)} after {_q(piece)} at output position {at}, where the template's render " \
+        f"writes the call's next text glued to it: whitespace written inside the markup, the first fault by position " \
+        f"(the second, later in the output: " + (f"{_q(rel.absent[0])} left out" if rel.absent else mistake.value) + ")"
+    ctx["headline_after"] = said
+    return Mistake.OMITTED_MARKER, rel.sentence() + "; " + said
+
+
+def _layout_before_key_order(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                             ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4, the first fault by position: another format named for a call whose pieces are
+    all written (one only out of the render's order: the JSON keys swapped) and whose markup differs from the
+    render in whitespace, the first difference being the whitespace the render writes right after the call's
+    opener (``<tool_call>`` then a line break) and the output leaves out — that omitted marker comes before the
+    key order inside the object. The relation already computed; None otherwise."""
+    out = ex.output
+    if mistake != Mistake.TEMPLATE_MODEL_MISMATCH or ex.message.get("tool_calls"):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx) if ctx.get("budget") is not None else None
+    if rel is None or rel.relation != Relation.ALTERED or rel.foreign or rel.altered != ALTERED_WHITESPACE \
+            or not rel.pieces or rel.pieces[0] in rel.absent or any(a not in out for a in rel.absent):
+        return None
+    opener = rel.pieces[0]
+    i, j = rel.render.find(opener), out.find(opener)
+    if i < 0 or j < 0:
+        return None
+    after = rel.render[i + len(opener):]
+    gap = after[:len(after) - len(after.lstrip(_WS))]
+    if not gap or out[j + len(opener):][:1] in _WS:
+        return None
+    return Mistake.OMITTED_MARKER, rel.sentence() + f"; the model omitted {_q(gap)} after {_q(opener)}, where the " \
+        "template's render writes it: the first fault by position, before the call's JSON keys written in another " \
+        "order (the second)"
+
+
+def _bare_call_in_content(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                           ) -> tuple[Mistake, str] | None:
+    """A clean parse with no call ("no mistake" by the rules) whose content writes the template's call pieces —
+    all but the opener the template's render starts the calls with (the section's), nothing foreign — around a
+    declared tool's name: the model omitted that opener (step 4), and the parser kept the bare call as text. The
+    relation already computed; None otherwise."""
+    msg = ex.message
+    if mistake != Mistake.NONE or not ex.clean or msg.get("tool_calls") or ctx.get("budget") is None:
+        return None
+    content = msg.get("content") or ""
+    if not any(n and n in content for n in ctx["names"]):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.pieces or rel.foreign or tuple(rel.absent) != (rel.pieces[0],) \
+            or rel.relation not in (Relation.ALTERED, Relation.OMITTED_OPENER):
+        return None
+    inner = [x for x in rel.matched if MARKUP.search(x) or x.startswith("<")]
+    if len(inner) < 2 or not all(x in content for x in inner):
+        return None
+    return Mistake.OMITTED_OPENER, rel.sentence() + f"; the content writes the call's other pieces ({_q(inner[0])} " \
+        f"…) with no {_q(rel.pieces[0])} before them: the model omitted the opener, and the parser kept the bare " \
+        "call as text"
+
+
+def _text_opener_omitted(mistake: Mistake, ex: Any, setup: _Setup, ctx: dict[str, Any]
+                         ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4, the first piece by position: the parse stopped at the output's first character,
+    where it expected the opener the template writes a call turn's reply text in (its render of a turn with a reply
+    text and a call puts the text, after the generation prompt, behind a marker of its own — gpt-oss's
+    ``<|channel|>analysis<|message|>``), while the output writes that text bare and the template's call markup after
+    it: the text's opener is omitted (``OMITTED_OPENER``), not another family's format. No call read; one render
+    (two dialects at most). None otherwise."""
+    msg, out, stop = ex.message, ex.output, ex.stop
+    if msg.get("tool_calls") or stop is None or stop.output_pos != 0 or not ctx["names"] \
+            or not (mistake in _CALL_FORMAT or mistake == Mistake.NONE):
+        return None
+    mark = MARKUP.search(out)
+    lead = out[:mark.start()] if mark else ""
+    if not lead.strip(_WS) or not any(m and m.strip(_WS) and m.strip(_WS) in out[len(lead):] for m in ctx["markers"]):
+        return None
+    named = next((n for n in ctx["names"] if n in out[len(lead):]), "")
+    if not named:
+        return None
+    msgs = [{"role": "user", "content": "hi"}]
+    turn = msgs + [{"role": "assistant", "content": _TEXT_FILL, "tool_calls": [
+        {"type": "function", "id": "call_1", "function": {"name": named, "arguments": {}}}]}]
+    for render in _renderers(setup):
+        try:
+            gp, text = render(msgs, True), render(turn, False)
+        except Exception:  # noqa: BLE001 - this dialect does not render the turn: the next one
+            continue
+        at = text.find(_TEXT_FILL)
+        if not text.startswith(gp) or at < len(gp) or (text.rfind(named) >= 0 and text.rfind(named) < at):
+            return None
+        opener = text[len(gp):at].strip(_WS)
+        if not opener or not MARKUP.search(opener) or opener in lead \
+                or not any(lit.strip(_WS) and opener.startswith(lit.strip(_WS)) for lit in stop.literals):
+            return None
+        return Mistake.OMITTED_OPENER, (
+            f"the model omitted {_q(opener)} before {_q(lead.strip(_WS), 40)}: the template writes a call turn's reply "
+            f"text behind {_q(opener)} before the call, and the output writes the text bare, then the template's call "
+            "markup")
+    return None
 
 
 def _writes_text_before_call(setup: _Setup, call: dict[str, Any]) -> bool:
@@ -1504,6 +1807,13 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     if kept:
         ctx["stripped_output"] = kept[0]
         return Mistake.TRAILING_TEXT, ev + [kept[1]]
+    lone = _lone_call_closer_after_answer(ex, setup, bundle, ctx)
+    if lone:
+        ctx["why_none"] = (f"no change of ours drops a lone {_q(lone)} from an answer: the model's output must end "
+                           "with the answer (a server that strips the format's call tokens from text hides it)")
+        return Mistake.TRAILING_TEXT, ev + [
+            f"the answer ends with {_q(lone)}, a closer of the template's call format that no opener in the output "
+            "opened: markup written after the answer, where the format ends the turn"]
     tail = _repeated_tail(ex, r_start)
     if tail:
         # (the labelling guide's step 3: before the call's markup; the reasoning opener again is REOPENED_REASONING)
@@ -2303,6 +2613,27 @@ def _turn_run_on(ex: Any) -> str:
     return (f"after the complete call the model writes {_q(tok.group(0))} and then the generation prompt "
             f"{_q(gp, 40)} again: it ended its turn and went on into a next assistant turn of its own (generation "
             "was not stopped at the end of the call turn), all of which is text after what the format reads")
+
+
+def _lone_call_closer_after_answer(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]) -> str:
+    """The control token a clean answer with no call ends with (its only one) when it is the last piece of the
+    template's render of a call (the relation's pieces: the section's closer) and the output writes none of the
+    call's other pieces nor a declared tool's name: a closer no call opened, after the answer (the labelling
+    guide's step 4: text after where the format ends the turn). ``""`` otherwise; the relation's renders."""
+    content = ex.message.get("content") or ""
+    tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
+    if not ex.clean or ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
+            or _SPECIAL_SHAPE.search(content[:tail.start()]):
+        return ""
+    tok = tail.group(0).strip(_WS)
+    if ctx.get("budget") is None or any(m and m.strip(_WS) and m.strip(_WS) in ex.output for m in ctx["markers"]) \
+            or any(n and n in content for n in ctx["names"]):
+        return ""       # (a declared tool's name before it: a call whose opener is missing, not an answer)
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or len(rel.pieces) < 2 or rel.pieces[-1].strip(_WS) != tok \
+            or any(x.strip(_WS) and x.strip(_WS) in ex.output for x in rel.pieces[:-1] if MARKUP.search(x)):
+        return ""
+    return tok
 
 
 def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
@@ -3781,6 +4112,13 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
 
 
+def _gives_expected(message: dict[str, Any], expect: dict[str, Any], output: str) -> bool:
+    """``message`` is the expected message as the reproducer's regression test compares them
+    (:func:`core.chat.roundtrip.compare_messages`: text fields equal after outer whitespace, calls by name and JSON
+    arguments), a call id counting only where the output writes it (an engine makes up its own otherwise)."""
+    return compare_messages(expected_message(expect, output), message) is None
+
+
 def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str,
                          server: str = "keep-special-tokens",
                          what: str = "keep special tokens in the decoded text (skip_special_tokens=false / --special)"
@@ -4055,7 +4393,30 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     p.message.to_openai(), 1))
         except Exception:  # noqa: BLE001 - a request the template does not render is not offered
             pass
-    if mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING) and not out and "thinking_fix" not in ctx:
+    expect = ctx.get("expect")
+    if mistake == Mistake.REASONING_SETTING and ctx.get("reasoning_kept") and expect is not None:
+        # the engine kept the reasoning block as content: no extraction, or a prompt that does not open it
+        tries = [(TriageFixKind.REQUEST, "set reasoning_format to none: the engine keeps the reasoning block in the "
+                  "content", {"request": {"reasoning_format": "none"}}, None)]
+        patch = _prompt_opener_patch(setup, ex, ctx, reasoning_markers(bundle)[0].strip(_WS))
+        if patch is not None:
+            tries.append((TriageFixKind.TEMPLATE, "patch the template: its generation prompt no longer opens the "
+                          f"reasoning (write {_q(patch[0][0][1], 60)} for {_q(patch[0][0][0], 60)})",
+                          {"template_patch": patch[0]}, patch[1]))
+        for kind, what, change, patched in tries:
+            if not budget.take(len(ex.output)):
+                break
+            try:
+                p = _parse(patched, ex.output) if patched is not None else \
+                    _parse(setup, ex.output, request=apply_request_change(req, change["request"]))
+            except Exception:  # noqa: BLE001 - a change that does not build is not offered
+                continue
+            if p.clean and _gives_expected(p.message.to_openai(), expect, ex.output):
+                out.append(RankedFix(kind, what, change, p.message.to_openai(), 1 if kind == TriageFixKind.REQUEST
+                                     else 2))
+    if mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING) and "thinking_fix" not in ctx \
+            and (not out or (expect is not None and not any(_gives_expected(f.message, expect, ex.output)
+                                                            for f in out))):
         # a generation prompt that opens the reasoning whatever the request sets: the template patched not to
         opener = reasoning_markers(bundle)[0].strip(_WS)
         patch = _prompt_opener_patch(setup, ex, ctx, opener)
@@ -4306,6 +4667,20 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # a change whose message differs from this clean parse only by whitespace at the edges of the content or
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
+    expect = ctx.get("expect")
+    calls_wanted = bool(expect.get("tool_calls")) if expect is not None else \
+        bool(near and near[1].message.tool_calls)
+    if calls_wanted:
+        # the expected message (else the nearest accepted output) has calls: a change that reads none — a request
+        # setting that makes the parse clean with the call left in the content — fixes nothing
+        for f in uniq:
+            if not f.message.get("tool_calls"):
+                ctx.setdefault("passed_candidates", []).append(f"{_short(f.description)} reads no call")
+        uniq = [f for f in uniq if f.message.get("tool_calls")]
+    if expect is not None:
+        for f in uniq:
+            f.gives_expected = _gives_expected(f.message, expect, ex.output)
+        uniq.sort(key=lambda f: not f.gives_expected)      # (stable: the ranking above within each part)
     why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
     if not uniq and not ctx.get("why_none") and mistake == Mistake.OMITTED_OPENER:
         # the table's reason blames the opener; when the repairs read the call once something else is mended, that
@@ -4727,18 +5102,21 @@ def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
 
 
 def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET, parses: int = MAX_PARSES,
-           parse_cost: float = 0.0, reexplain: Callable[..., Any] | None = None) -> Triage:
+           parse_cost: float = 0.0, reexplain: Callable[..., Any] | None = None,
+           expect: dict[str, Any] | None = None) -> Triage:
     """The mistake, the nearest accepted output and the ranked fixes of an explanation (see the module doc).
     ``parse_cost``: seconds one parse of this output took (a parse is not started when it would overrun).
     ``reexplain``: :func:`core.explain.explain.explain`, for the rules that read the output again under another
-    request (passed in: explain calls the triage, so the triage cannot import it); without it they are skipped."""
+    request (passed in: explain calls the triage, so the triage cannot import it); without it they are skipped.
+    ``expect``: the message the user expected (an OpenAI message): it decides the readings the output alone leaves
+    open (:func:`_expected_reading`) and each fix says whether it gives it, those that do ranked first."""
     why = dialect_failure(setup) if getattr(ex, "in_transformers_dialect", None) is not None else None
     if why is not None:
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost,
-                                        reexplain=reexplain)
+                                        reexplain=reexplain, expect=expect)
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
-    ctx["budget"], ctx["setup"], ctx["reexplain"] = budget, setup, reexplain
+    ctx["budget"], ctx["setup"], ctx["reexplain"], ctx["expect"] = budget, setup, reexplain, expect
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
@@ -4747,7 +5125,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
             and not any(m and m in content for m in ctx["markers"]) and _marker_free(ex.message, bundle) \
-            and not _reasoning_from_prompt_only(ex, bundle, ctx):
+            and not _reasoning_from_prompt_only(ex, bundle, ctx) and not _reasoning_kept(ex, expect):
         # the format read the calls and left nothing marker-like: the loose rules below (call syntax of another
         # family, a recipient on the analysis channel) describe misreads, not a parse like this one
         return Triage(Mistake.NONE, "the parse is clean and nothing suspicious was found", [],
@@ -4790,7 +5168,7 @@ def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) ->
     after one line saying so; every fix there needs that fidelity too, so its change says so."""
     imp = replace(setup, fidelity="improved", only_repairs=None)
     there = ex.in_transformers_dialect
-    tg = triage(there, imp, build_bundle(imp), **budget)
+    tg = triage(there, imp, build_bundle(imp), **budget)   # (the expected message too, in ``budget``)
     tg.evidence.insert(0, dialect_line(why))
     for f in tg.fixes:
         f.change = {"fidelity": "improved", **f.change}

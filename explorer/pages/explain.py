@@ -217,7 +217,9 @@ if tg.get("mistake") not in (None, "NONE"):
     if not tg.get("fixes"):
         st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
     for i, fx in enumerate(tg.get("fixes") or []):
-        st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]) + _needs_fidelity(fx),
+        said = {True: " — gives the expected message", False: " — does not give the expected message"}.get(
+            fx.get("gives_expected"), "")    # (only with an expected message in the Reproducer box)
+        st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]) + _needs_fidelity(fx) + md(said),
                     help=md(f"CLI: explain … {fx['cli']}") if fx.get("cli") else None)
         if "template_patch" in fx["change"]:
             left, right = st.columns(2)
