@@ -76,13 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--group", choices=list(GROUPS), default=list(GROUPS)[-1])
     ap.add_argument("--templates", default=os.path.join(ROOT.parent, "shared", "templates"))
     ap.add_argument("--rows", action="store_true", help="print each row: first label, second label, the triage's")
+    ap.add_argument("--no-expect", action="store_true", help="the output alone: no expected message passed")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "scripts"))
     from triage_kept7_score import score
 
     first, said, fixed = {}, {}, {}
     for name in GROUPS[args.group]:
-        rows, _ = score(args.templates, name)
+        rows, _ = score(args.templates, name, use_expect=not args.no_expect)
         for r in rows:
             first[r["id"]], said[r["id"]], fixed[r["id"]] = first_label(r), r["said"], r["fix_ok"]
     second = second_labels(args.group)

@@ -29,7 +29,7 @@ each row's outcome:
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
 kept24 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules,
 kept23 and kept24 since the seventeenth). A row's ``expect`` (the engine's message) is passed to the triage as a
-user passes ``explain --expect``.
+user passes ``explain --expect``; ``--no-expect`` scores the output alone, as a user without one.
 The triage gets 30 s per row, as in the tests, so the figures do not depend on the machine. Nothing here is
 imported by the library.
 """
@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, int]]:
+def score(templates: str, name: str, use_expect: bool = True) -> tuple[list[dict], tuple[int, int, int, int]]:
     sys.path.insert(0, str(ROOT))
     from core.chat.message import AssistantMessage
     from core.chat.request import ChatRequest
@@ -68,7 +68,8 @@ def score(templates: str, name: str) -> tuple[list[dict], tuple[int, int, int, i
         ex = explain(t, req, c["input"])
         s = Setup(t, req, "llama.cpp", {})
         # the expected message where the row gives it, as a user passes `explain --expect`
-        tg = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain, expect=c.get("expect"))
+        tg = triage(ex, s, build_bundle(s), seconds=30.0, reexplain=explain,
+                    expect=c.get("expect") if use_expect else None)
         cause = tg.mistake.name == c["cause"]
         if c["fix"]["kind"] != "none":   # a labelled change, also under NONE (the labelling guide's parser fault)
             want, _ = apply_fix(t, req, c["input"], c["fix"]["change"])
@@ -98,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--templates", default=os.path.join(ROOT.parent, "shared", "templates"))
     ap.add_argument("--set", default="kept7.jsonl")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-expect", action="store_true",
+                    help="the output alone: do not pass the rows' expected message (a user without one)")
     args = ap.parse_args(argv)
-    rows, totals = score(args.templates, args.set)
+    rows, totals = score(args.templates, args.set, use_expect=not args.no_expect)
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
     else:
