@@ -164,3 +164,19 @@ def test_an_output_that_ends_inside_the_reasoning_is_not_said_to_end_inside_a_to
     assert "the output ends inside the reasoning: expected `</think>`; found the end of the output (grammar rules: " \
            "reasoning)" in lines
     assert not any("inside a tool call" in ln for ln in lines)
+
+
+def test_a_search_cut_by_its_budget_is_not_said_to_find_no_fix():
+    """The Gemma 4 row written 4,000 times over: the triage's search stops at its budget and finds no fix, where the
+    row alone gets one (keep special tokens). The text view said "no change of ours helps: … only the model's
+    output (or a new repair) can fix it" — false; it says the search stopped at its budget and what to do."""
+    row = _row(GEMMA_UNQUOTED)
+    assert _explain(row).triage.fixes    # the row alone: a fix exists
+    ex = _explain(row, row["input"] * 4000)
+    assert ex.triage.budget_hit and not ex.triage.fixes
+    lines = text_lines(ex)
+    assert not [ln for ln in lines if ln.startswith("no change of ours helps")]
+    assert "no change found within the search's budget (one may exist that it did not reach)" in lines
+    said = next(ln for ln in lines if "stopped at its budget" in ln)
+    assert said.startswith(f"  (the triage's search stopped at its budget after {ex.triage.searched} re-parse(s)")
+    assert "explain an excerpt of the output (up to its first call)" in said

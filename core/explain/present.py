@@ -15,6 +15,7 @@ from typing import Any
 from ..escapes import escape_invisible
 from .call_relation import relation_lines
 from .model import Explanation, FindingRole, part_of, show_invisible, visible_text
+from .nearest import MAX_PARSES, TRIAGE_CHARS
 
 ROLE_HEADS = {FindingRole.ANSWER: "cause: {cause}",
               FindingRole.AGREES: "also found (agrees with the mistake): {cause}",
@@ -62,6 +63,22 @@ def plain_paths(line: str, points: list[dict[str, Any] | None]) -> str:
         if path and f"inside {path}" in line:
             line = line.replace(f"inside {path}", f"inside {part_of(rules)}")
     return line
+
+
+def budget_words(searched: int) -> str:
+    """What the text view and the page say when the triage's search stopped at its budget (``searched``: the
+    re-parses it made): the mistake and the fixes are what it found by then, not all there is."""
+    return (f"the triage's search stopped at its budget after {searched} re-parse(s) (at most {MAX_PARSES}, "
+            f"{TRIAGE_CHARS:,} characters read in all, and explain's time limit): the mistake and the fixes are what "
+            "it found by then — explain an excerpt of the output (up to its first call) to search it fully")
+
+
+def no_fix_words(no_fix: str, budget_hit: bool) -> str:
+    """The line that says no fix was found: ``no change of ours helps: WHY`` when the search ran to its end; when it
+    stopped at its budget it says only that none was found (a fix may exist that it did not reach)."""
+    if budget_hit:
+        return "no change found within the search's budget (one may exist that it did not reach)"
+    return f"no change of ours helps: {no_fix}"
 
 
 SHOWN_WHOLE = 6000
@@ -197,6 +214,8 @@ def text_lines(ex: Explanation) -> list[str]:
         out += ["", show_invisible(note)]
     if ex.mistake:
         out += ["", f"mistake: {tg.mistake.value} — {show_invisible(plain_paths(tg.sentence, points))}"]
+        if tg.budget_hit:
+            out.append("  (" + budget_words(tg.searched) + ")")
         if tg.nearest:
             out += ["", f"nearest accepted output ({len(tg.nearest.edits)} edit(s)"
                     + (f"; repair {tg.nearest.repair} accepts it" if tg.nearest.repair else "") + "):"]
@@ -210,7 +229,7 @@ def text_lines(ex: Explanation) -> list[str]:
                     out.append("     " + f.expected_words())
                 out.append("     gives: " + _message(f.message))
         elif tg.no_fix:
-            out += ["", f"no change of ours helps: {tg.no_fix}"]
+            out += ["", no_fix_words(tg.no_fix, tg.budget_hit)]
         evidence = [plain_paths(e, points) for e in shown_evidence(tg.evidence, stop, tg.sentence)
                     if e != STOP_SEEN_ABOVE]
         out += (["evidence:"] if evidence else []) + [f"  - {show_invisible(e)}" for e in evidence]

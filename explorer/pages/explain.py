@@ -12,8 +12,8 @@ import streamlit as st
 from core.explain.call_relation import CallRelation, relation_lines
 from core.explain.model import part_of
 from core.explain.trace_routes import REPLAY_STEPS, REPLAY_WINDOW, replay_chunk
-from core.explain.present import (STOP_SEEN_ABOVE, Gap, finding_head, focus_points, plain_paths, shown_evidence,
-                                  window_spans)
+from core.explain.present import (STOP_SEEN_ABOVE, Gap, budget_words, finding_head, focus_points, no_fix_words,
+                                  plain_paths, shown_evidence, window_spans)
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -208,6 +208,8 @@ if tg.get("mistake") not in (None, "NONE"):
     st.subheader("What the model did")
     points = [ex["stop"], ex["truncated"]]
     st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(plain_paths(tg["sentence"], points)))
+    if tg.get("budget_hit"):
+        st.caption(md(budget_words(tg.get("searched") or 0)))
     near = tg.get("nearest")
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
@@ -215,7 +217,8 @@ if tg.get("mistake") not in (None, "NONE"):
         st.code(visible_text(near["diff"]), language="diff", wrap_lines=True)
     st.markdown("**Fixes, ranked** (each re-parsed before it is offered)")
     if not tg.get("fixes"):
-        st.caption(md_code("No change of ours helps: " + (tg.get("no_fix") or "")))
+        said = no_fix_words(tg.get("no_fix") or "", bool(tg.get("budget_hit")))
+        st.caption(md_code(said[:1].upper() + said[1:]))
     for i, fx in enumerate(tg.get("fixes") or []):
         said = {True: " — gives the expected message", False: " — does not give the expected message"}.get(
             fx.get("gives_expected"), "")    # (only with an expected message in the Reproducer box)
