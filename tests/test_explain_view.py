@@ -180,3 +180,29 @@ def test_a_search_cut_by_its_budget_is_not_said_to_find_no_fix():
     said = next(ln for ln in lines if "stopped at its budget" in ln)
     assert said.startswith(f"  (the triage's search stopped at its budget after {ex.triage.searched} re-parse(s)")
     assert "explain an excerpt of the output (up to its first call)" in said
+
+
+# OpenVINO Model Server's Llama 3.1 test: three calls joined by `;` (kept26, with the engine's message as `expect`)
+SEMICOLON_CALLS = "kept23-ovms-llama3-three-semicolon-calls"
+
+
+def test_with_an_expected_message_the_parse_itself_is_said_to_give_it_or_not():
+    """With ``--expect`` each ranked fix said whether it gives the expected message, but the parse itself did not:
+    a maintainer had to compare the printed message with the file by eye. It is said beside the message, with the
+    first difference, in the text view and in ``--json``; without an expected message nothing is said."""
+    row = _row(SEMICOLON_CALLS, "kept26.jsonl")
+    tpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    req = ChatRequest.from_dict({k: row[k] for k in REQUEST_KEYS if k in row})
+    ex = explain(tpl, req, row["input"], expect=row["expect"])
+    lines = text_lines(ex)
+    said = lines[lines.index(next(ln for ln in lines if ln.startswith("message: "))) + 1]
+    assert said.startswith("this parse does not give the expected message — first difference: content: expected "
+                           "'', got ';{\"name\": \"another_tool\"")
+    data = ex.to_json()
+    assert data["gives_expected"] is False and data["expected_difference"].startswith("content: expected ''")
+    better = explain(tpl, req, row["input"], fidelity="improved", expect=row["expect"])
+    assert "this parse gives the expected message" in text_lines(better)
+    assert better.to_json()["gives_expected"] is True and better.to_json()["expected_difference"] is None
+    plain = explain(tpl, req, row["input"])
+    assert plain.to_json()["gives_expected"] is None
+    assert not [ln for ln in text_lines(plain) if "the expected message" in ln]

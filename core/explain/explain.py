@@ -16,6 +16,7 @@ from typing import Any, Callable, TypeVar
 from ..jinja.limits import command_budget
 from ..chat.repairs import UNPARSED_TEXT
 from ..chat.request import ChatRequest
+from ..chat.roundtrip import compare_messages, expected_message
 from ..jinja.limits import analysis_budget
 from .causes import classify
 from .fixes import candidate_fixes
@@ -89,6 +90,9 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
             ex.in_transformers_dialect = explain(template, request, output, fidelity="improved",
                                                  overrides=overrides, disabled_workarounds=disabled_workarounds,
                                                  fixes=False)
+        if expect is not None:
+            ex.expect_given = True
+            ex.expected_difference = compare_messages(expected_message(expect, output), ex.message)
         if fixes:
             # the triage (issue 26: the mistake, the nearest accepted output, ranked fixes) gets what is left of
             # EXPLAIN_BUDGET seconds, so explain as a whole stays within it on hostile outputs

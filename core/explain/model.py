@@ -223,6 +223,9 @@ class Explanation:
     # a template llama.cpp's Jinja dialect cannot render (no parser here): the explanation at improved fidelity,
     # where improvement transformers-dialect renders it; the triage reads the model's mistake there
     in_transformers_dialect: "Explanation | None" = None
+    # with an expected message: None when the parse gives it, else the first difference (compare_messages' words)
+    expected_difference: str | None = None
+    expect_given: bool = False
 
     @property
     def clean(self) -> bool:
@@ -298,7 +301,9 @@ class Explanation:
                 "findings": [dict(f.to_json(), role=r.value) for f, r in zip(self.findings, self.finding_roles)],
                 "fixes": [f.to_json() for f in self.fixes],
                 "other_fidelity_message": self.other, "consistency": self.consistency, "notes": self.notes,
-                "found_by": self.found_by}
+                "found_by": self.found_by,
+                "gives_expected": (self.expected_difference is None) if self.expect_given else None,
+                "expected_difference": self.expected_difference}
 
 
 def visible_text(s: str) -> str:

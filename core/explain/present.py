@@ -81,6 +81,14 @@ def no_fix_words(no_fix: str, budget_hit: bool) -> str:
     return f"no change of ours helps: {no_fix}"
 
 
+def expected_words(gives: bool, difference: str | None) -> str:
+    """Whether the parse gives the expected message (``--expect``, the page's Reproducer box), in words, with the
+    first difference when it does not: what a maintainer with an expected message asks first."""
+    if gives:
+        return "this parse gives the expected message"
+    return f"this parse does not give the expected message — first difference: {difference}"
+
+
 SHOWN_WHOLE = 6000
 """A text (generation prompt + output) up to this many characters is shown whole; a longer one as windows."""
 WINDOW = 800
@@ -258,6 +266,8 @@ def text_lines(ex: Explanation) -> list[str]:
         out += ["", f"the output ends inside {part_of(ex.truncated.path)}: {ex.truncated.words()}"
                 f"{_rules(ex.truncated.path)}"]
     out += ["", "message: " + _message(ex.message)]
+    if ex.expect_given:
+        out.append(expected_words(ex.expected_difference is None, ex.expected_difference))
     for f, role in zip(ex.findings, ex.finding_roles):
         out += ["", finding_head(f.cause.value, role.value, ex.stop is not None)]
         out += [f"  - {show_invisible(plain_paths(e, points))}" for e in shown_evidence(f.evidence, stop)]

@@ -12,8 +12,8 @@ import streamlit as st
 from core.explain.call_relation import CallRelation, relation_lines
 from core.explain.model import part_of
 from core.explain.trace_routes import REPLAY_STEPS, REPLAY_WINDOW, replay_chunk
-from core.explain.present import (STOP_SEEN_ABOVE, Gap, budget_words, finding_head, focus_points, no_fix_words,
-                                  plain_paths, shown_evidence, window_spans)
+from core.explain.present import (STOP_SEEN_ABOVE, Gap, budget_words, expected_words, finding_head, focus_points,
+                                  no_fix_words, plain_paths, shown_evidence, window_spans)
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -198,6 +198,8 @@ if applied:
 
 tg = ex.get("triage") or {}
 st.markdown(md(f"Route {ex['route']} · fidelity {ex['fidelity']} · parse {ex['verdict_text']}"))
+if ex.get("gives_expected") is not None:     # an expected message in the Reproducer box
+    st.markdown(md_code(expected_words(ex["gives_expected"], ex.get("expected_difference"))))
 if ex["entry"] == "no-parser":   # the template does not render: why, and what would (improvement transformers-dialect)
     for note in ex.get("notes") or []:
         st.warning(md(note))
