@@ -672,3 +672,19 @@ def test_a_long_output_is_replayed_in_wider_steps_with_a_window():
     assert f"the {REPLAY_WINDOW:,} characters before the step's end are shown (from 26,000)" in caption
     body = next(b for b in html_bodies(at) if "cte-stream" in b)
     assert len(body) < 60_000 and body.count("Thinking") >= 200
+
+
+def test_each_ranked_fix_shows_the_message_it_gives_before_a_click():
+    """The CLI prints under each ranked fix the message it gives; the page showed only the change and its button,
+    so a maintainer had to click a fix to see whether it gives the message they want. Each fix now has the message
+    in an expander of its own, as the CLI's ``gives:`` line has it."""
+    at = _explain(DRIFT)
+    labels = [e.label for e in at.expander]
+    fixes = [unmd(m.value) for m in at.markdown if unmd(m.value)[:3] in ("1. ", "2. ", "3. ")]
+    assert [f"The message fix {i} gives" for i in range(1, len(fixes) + 1)] == \
+        [lab for lab in labels if lab.startswith("The message fix")]
+    views = [json.loads(v.value) for v in json_views(at)]
+    calls = [v for v in views if v.get("role") == "assistant" and v.get("tool_calls")]
+    assert len(calls) >= len(fixes) and all(
+        [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in v["tool_calls"]]
+        == [("get_weather", {"city": "Paris"})] for v in calls), calls

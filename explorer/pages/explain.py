@@ -234,6 +234,8 @@ if tg.get("mistake") not in (None, "NONE"):
                                   file_name=f"patched-{tpl.name}", mime="text/plain", key=f"triage_fix_dl_{i}")
         else:
             st.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
+        with st.expander(f"The message fix {i + 1} gives"):   # as the CLI's "gives:" line, before any click
+            show_json(fx["message"], clip=MESSAGE_CLIP)
     with st.expander("Evidence"):
         # the stop point has its own section below; the evidence here is what the triage adds to it
         for e in shown_evidence(tg.get("evidence") or [], ex["stop"], tg["sentence"]):
