@@ -80,3 +80,15 @@ def test_a_declared_name_opening_with_a_backtick_is_compared_as_declared():
     assert ex.stop.literals == ("`x",), ex.stop
     assert any("the model called `other`; the request offers `` `x ``" in e
                for f in ex.findings for e in f.evidence), [f.evidence for f in ex.findings]
+
+
+def test_a_line_break_the_parser_wanted_and_a_written_backslash_n_do_not_read_the_same():
+    """A tool name holding a line break (built to attack the stop point's words; no model wrote it), called with
+    the name JSON-escaped (``\\n``, two characters) where the template writes the line break raw: the stop point
+    said ``expected `a\\nb`; found `a\\nb…``` — the same text on both sides, so the difference could not be seen.
+    The expected literal is now shown as the found text is, a line break as ``↵``."""
+    t = ChatTemplate(template_source(NAME), NAME)
+    called = '<tool_call>\n{"name": "a\\nb", "arguments": {"city": "Paris"}}\n</tool_call>'
+    ex = explain(t, _hostile_request("a\nb"), called)
+    assert ex.stop is not None and ex.stop.words().startswith("expected `a↵b`; found `a\\nb"), ex.stop.words()
+    assert ex.stop.expected == ["`a\\nb`"]       # the alternatives as the parser gives them (read by the fixes)

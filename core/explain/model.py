@@ -148,10 +148,14 @@ class StopPoint:
     found: str
     path: tuple[str, ...]
     literals: tuple[str, ...] = ()
+    shown: tuple[str, ...] = ()     # ``expected`` as the words show it: a literal in the found text's one escape
 
     def words(self) -> str:
-        """``expected `a` or `b`; found `c``` (``found the end of the output`` at the end)."""
-        exp = " or ".join(self.expected) if self.expected else "something else"
+        """``expected `a` or `b`; found `c``` (``found the end of the output`` at the end). A literal is shown as the
+        found text is (a line break ``↵``, a space ``␣``), so a line break the parser wanted and the two characters
+        ``\\n`` the output wrote in its place do not read the same."""
+        alts = self.shown or tuple(self.expected)
+        exp = " or ".join(alts) if alts else "something else"
         found = "the end of the output" if not self.found else code_span(visible_text(self.found))
         return f"expected {exp}; found {found}"
 
@@ -328,19 +332,23 @@ def stop_point(text: str, gp: int, pos: int, expected: list, path: tuple) -> Sto
     alternatives in words and the token found there."""
     words: list[str] = []
     literals: list[str] = []
+    shown: list[str] = []
     for e in expected:
         w = e.words() if hasattr(e, "words") else str(e)
         if w not in words:
             words.append(w)
             if getattr(e, "kind", None) == "literal":
                 literals.append(e.text)
+                shown.append(code_span(visible_text(e.text)))
+            else:
+                shown.append(w)
     found = text[pos:pos + 40]
     m = MARKER_TOKEN.match(found) or re.match(r'"[^"\n]{0,38}"', found) or re.match(_FOUND_WORD, found)
     if m:
         found = m.group(0)
     elif "\n" in found[1:]:
         found = found[:found.index("\n", 1)]
-    return StopPoint(pos, pos - gp, words, found, path, tuple(literals))
+    return StopPoint(pos, pos - gp, words, found, path, tuple(literals), tuple(shown))
 
 
 # ------------------------------------------------------------------------------------------------- parsing
