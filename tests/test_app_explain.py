@@ -683,6 +683,8 @@ def test_each_ranked_fix_shows_the_message_it_gives_before_a_click():
     fixes = [unmd(m.value) for m in at.markdown if unmd(m.value)[:3] in ("1. ", "2. ", "3. ")]
     assert [f"The message fix {i} gives" for i in range(1, len(fixes) + 1)] == \
         [lab for lab in labels if lab.startswith("The message fix")]
+    captions = [unmd(c.value) for c in at.caption]
+    assert "repair arguments-key-alias accepts: 'parameters' for 'arguments' (and back) in a JSON call" in captions
     views = [json.loads(v.value) for v in json_views(at)]
     calls = [v for v in views if v.get("role") == "assistant" and v.get("tool_calls")]
     assert len(calls) >= len(fixes) and all(

@@ -206,3 +206,20 @@ def test_with_an_expected_message_the_parse_itself_is_said_to_give_it_or_not():
     plain = explain(tpl, req, row["input"])
     assert plain.to_json()["gives_expected"] is None
     assert not [ln for ln in text_lines(plain) if "the expected message" in ln]
+
+
+# SGLang router's GLM-4.5 test: Python literals in <arg_value>, a line break after each tag (kept25)
+GLM_LITERALS = "kept22-sglrouter-glm4-python-literals"
+
+
+def test_a_repair_fix_says_what_the_repair_accepts():
+    """A ranked repair fix named only the repair (`call-marker-whitespace`): a maintainer of another engine could not
+    tell what the model did that it tolerates, here a line break after each tag, not the Python literal the mistake
+    names. Each repair of a fix is followed by its record's title."""
+    ex = _explain(_row(GLM_LITERALS, "kept25.jsonl"))
+    lines = text_lines(ex)
+    fix = next(i for i, ln in enumerate(lines) if ln.startswith("  1. [repair] switch on the repair "
+                                                                 "`call-marker-whitespace` alone"))
+    assert lines[fix + 1] == ("     repair call-marker-whitespace accepts: Whitespace around a call's special-token "
+                              "markers where the template writes none")
+    assert lines[fix + 2].startswith("     gives: ")

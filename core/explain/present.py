@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..chat.repairs import REPAIRS_BY_NAME
 from ..escapes import escape_invisible
 from .call_relation import relation_lines
 from .model import Explanation, FindingRole, part_of, show_invisible, visible_text
@@ -71,6 +72,18 @@ def budget_words(searched: int) -> str:
     return (f"the triage's search stopped at its budget after {searched} re-parse(s) (at most {MAX_PARSES}, "
             f"{TRIAGE_CHARS:,} characters read in all, and explain's time limit): the mistake and the fixes are what "
             "it found by then — explain an excerpt of the output (up to its first call) to search it fully")
+
+
+def repair_lines(change: dict[str, Any]) -> list[str]:
+    """For a fix that switches repairs on (``change["repairs"]``), what each accepts, in its record's one-line title
+    (``core.chat.repairs``): the name alone does not tell a maintainer what the model did that it tolerates, nor
+    what their own parser would have to accept (``python -m core repairs`` gives each one's sources)."""
+    out = []
+    for name in change.get("repairs") or ():
+        rec = REPAIRS_BY_NAME.get(name)
+        if rec is not None:
+            out.append(f"repair {name} accepts: {rec.title}")
+    return out
 
 
 def no_fix_words(no_fix: str, budget_hit: bool) -> str:
@@ -233,6 +246,7 @@ def text_lines(ex: Explanation) -> list[str]:
             for i, f in enumerate(tg.fixes, 1):
                 out.append(f"  {i}. [{f.kind.value}] {show_invisible(f.description)}"
                            + (f"  (apply: {f.cli})" if f.cli else ""))
+                out += ["     " + line for line in repair_lines(f.change)]
                 if f.gives_expected is not None:
                     out.append("     " + f.expected_words())
                 out.append("     gives: " + _message(f.message))

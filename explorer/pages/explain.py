@@ -13,7 +13,7 @@ from core.explain.call_relation import CallRelation, relation_lines
 from core.explain.model import part_of
 from core.explain.trace_routes import REPLAY_STEPS, REPLAY_WINDOW, replay_chunk
 from core.explain.present import (STOP_SEEN_ABOVE, Gap, budget_words, expected_words, finding_head, focus_points,
-                                  no_fix_words, plain_paths, shown_evidence, window_spans)
+                                  no_fix_words, plain_paths, repair_lines, shown_evidence, window_spans)
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -234,6 +234,8 @@ if tg.get("mistake") not in (None, "NONE"):
                                   file_name=f"patched-{tpl.name}", mime="text/plain", key=f"triage_fix_dl_{i}")
         else:
             st.button("Use this fix", key=f"triage_fix_{i}", on_click=_apply_triage_fix, args=(fx,))
+        for line in repair_lines(fx["change"]):
+            st.caption(md_code(line))
         with st.expander(f"The message fix {i + 1} gives"):   # as the CLI's "gives:" line, before any click
             show_json(fx["message"], clip=MESSAGE_CLIP)
     with st.expander("Evidence"):
