@@ -223,3 +223,19 @@ def test_a_repair_fix_says_what_the_repair_accepts():
     assert lines[fix + 1] == ("     repair call-marker-whitespace accepts: Whitespace around a call's special-token "
                               "markers where the template writes none")
     assert lines[fix + 2].startswith("     gives: ")
+
+
+def test_with_an_expected_message_the_older_fixes_say_whether_they_give_it():
+    """The ranked fixes said whether they give the expected message; the older candidates printed below them ("other
+    changes that re-parse clean") did not, on the same screen. Each now says it too, in the same words, and
+    ``--json``'s ``fixes`` carry ``gives_expected`` (``null`` without an expected message)."""
+    row = _row(SEMICOLON_CALLS, "kept26.jsonl")
+    tpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    req = ChatRequest.from_dict({k: row[k] for k in REQUEST_KEYS if k in row})
+    ex = explain(tpl, req, row["input"], expect=row["expect"])
+    assert [(f.description, f.gives_expected) for f in ex.fixes] == [("parse at improved fidelity", True)]
+    lines = text_lines(ex)
+    at = lines.index("fix (fidelity, re-parsed clean): parse at improved fidelity")
+    assert lines[at + 1] == "  gives the expected message" and lines[at + 2].startswith("  gives: ")
+    assert ex.to_json()["fixes"][0]["gives_expected"] is True
+    assert explain(tpl, req, row["input"]).to_json()["fixes"][0]["gives_expected"] is None

@@ -129,11 +129,12 @@ class Fix:
     description: str
     change: dict[str, Any]
     message: dict[str, Any]
+    gives_expected: bool | None = None      # None: no expected message was given
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"kind": self.kind.value, "description": self.description, "change": self.change,
-                "message": self.message}
+                "message": self.message, "gives_expected": self.gives_expected}
 
 
 @dataclass

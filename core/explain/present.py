@@ -94,6 +94,11 @@ def no_fix_words(no_fix: str, budget_hit: bool) -> str:
     return f"no change of ours helps: {no_fix}"
 
 
+def fix_expected_words(gives: bool) -> str:
+    """Whether a fix gives the expected message, in the words the triage's ranked fixes use."""
+    return "gives the expected message" if gives else "does not give the expected message"
+
+
 def expected_words(gives: bool, difference: str | None) -> str:
     """Whether the parse gives the expected message (``--expect``, the page's Reproducer box), in words, with the
     first difference when it does not: what a maintainer with an expected message asks first."""
@@ -291,8 +296,10 @@ def text_lines(ex: Explanation) -> list[str]:
         out += ["", "other changes that re-parse clean (from the causes below the mistake; the ranked fixes above come "
                 "first):"]
     for fx in ex.fixes:
-        out += ["", f"fix ({fx.kind.value}, re-parsed clean): {fx.description}",
-                "  gives: " + _message(fx.message)]
+        out += ["", f"fix ({fx.kind.value}, re-parsed clean): {fx.description}"]
+        if fx.gives_expected is not None:
+            out.append("  " + fix_expected_words(fx.gives_expected))
+        out.append("  gives: " + _message(fx.message))
     if not ex.fixes and not ex.clean and not ex.mistake:    # (with a mistake the triage says what helps, or none)
         out += ["", "no candidate change parses this output clean"]
     if ex.consistency:

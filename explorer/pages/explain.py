@@ -12,8 +12,8 @@ import streamlit as st
 from core.explain.call_relation import CallRelation, relation_lines
 from core.explain.model import part_of
 from core.explain.trace_routes import REPLAY_STEPS, REPLAY_WINDOW, replay_chunk
-from core.explain.present import (STOP_SEEN_ABOVE, Gap, budget_words, expected_words, finding_head, focus_points,
-                                  no_fix_words, plain_paths, repair_lines, shown_evidence, window_spans)
+from core.explain.present import (STOP_SEEN_ABOVE, Gap, budget_words, expected_words, finding_head, fix_expected_words,
+                                  focus_points, no_fix_words, plain_paths, repair_lines, shown_evidence, window_spans)
 from explorer import state, urlstate
 from explorer.components import serving
 from explorer.components.spans import NEW_OUTLINE, legend_html, panel_html, span_style, stop_html
@@ -426,7 +426,8 @@ else:
     if not ex["fixes"]:
         st.caption("No candidate change (fidelity, analysis override, request setting) parses this output clean.")
 for i, fx in enumerate(ex["fixes"]):
-    st.markdown(_fix_words(fx))
+    said = "" if fx.get("gives_expected") is None else " — " + fix_expected_words(fx["gives_expected"])
+    st.markdown(_fix_words(fx) + md(said))
     show_json(fx["message"], height=160, clip=MESSAGE_CLIP)
     st.button("Apply", key=f"explain_fix_{i}", on_click=_apply_fix, args=(fx,))
 
