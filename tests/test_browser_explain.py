@@ -211,3 +211,34 @@ def test_invisible_and_bidi_characters_of_the_output_are_shown_escaped_everywher
     assert "\u202e" not in text and "\u200b" not in text and "\\u202e" in text
     assert not errors, errors
     page.close()
+
+
+def test_a_ranked_fix_shows_its_message_and_the_parse_says_whether_it_gives_the_expected_one(app_url, browser):  # noqa: F811
+    """OpenVINO Model Server's Llama 3.1 row (kept26: three calls joined by `;`, the engine's message as expected):
+    typed into the Reproducer box, the expected message is compared with the parse itself (under the verdict, with
+    the first difference), and the ranked fix's message opens in its own expander before any click."""
+    rows = (ROOT / "tests" / "data" / "triage" / "kept26.jsonl").read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == "kept23-ovms-llama3-three-semicolon-calls")
+    page, errors = _start(browser, app_url, "Sources", height=1400)
+    paste_template(page, row["template"], (TEMPLATES / row["template"]).read_text(encoding="utf-8"))
+    page.wait_for_url("**src=text*", timeout=60_000)
+    params = dict(parse_qsl(urlsplit(page.url).query))
+    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
+                               "enable_thinking")}
+    params["x"] = encode_explain(req, row["input"])
+    page.goto(f"{app_url}/explain?{urlencode(params)}", wait_until="networkidle")
+    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
+    _wait_idle(page)
+    box = page.locator('[data-testid="stTextArea"]').filter(has_text="Expected message").locator("textarea")
+    box.fill(json.dumps(row["expect"]))
+    box.press("Control+Enter")
+    _wait_idle(page)
+    page.get_by_text("this parse does not give the expected message — first difference: content: expected ''").first \
+        .wait_for(timeout=60_000)
+    page.get_by_text("The message fix 1 gives").first.click()
+    _wait_idle(page)
+    shown = page.locator('[data-testid="stExpander"]').filter(has_text="The message fix 1 gives").first.inner_text()
+    assert '"third_tool"' in shown and '"another_tool"' in shown, shown
+    _shot(page, "explain-05-fix-message-and-expected")
+    assert not errors, errors
+    page.close()
