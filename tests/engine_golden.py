@@ -229,7 +229,12 @@ def plain(row: dict) -> dict:
                 spans[-1] = {**p, "end": s["end"], "text": p["text"] + s["text"]}
             else:
                 spans.append(s)
-        row = {**row, "explain": {**ex, "spans": spans}}
+        stop = ex.get("stop")
+        # the stop point is compared by its fields (position, what was expected and found, the rule path); its
+        # ``words`` are their wording for a reader (how a line break is shown), not the engine's answer
+        if isinstance(stop, dict):
+            stop = {k: v for k, v in stop.items() if k != "words"}
+        row = {**row, "explain": {**ex, "spans": spans, "stop": stop}}
     return row
 
 

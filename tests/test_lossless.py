@@ -297,3 +297,29 @@ def test_a_word_that_only_looks_like_markup_glued_to_a_letter_is_lost():
     msg = parser.parse(cut, False)
     assert [c.name for c in msg.tool_calls] == ["create_contact"]
     assert msg.content == "<start_function_call>call:send_email"
+
+
+def _tool(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+
+
+@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize("template, tools, output, expected", [
+    # a tool named like a Harmony channel: its name stripped from the markup, every gpt-oss output's channel word was
+    # "lost" and the whole output appended to the content again (a case of kept26's OpenVINO row, with the request
+    # a triage fix proposed)
+    ("openai-gpt-oss-120b.jinja", ["final"], "<|channel|>final<|message|>Hello, world!<|call|>",
+     {"content": "Hello, world!<|call|>"}),
+    ("openai-gpt-oss-120b.jinja", ["analysis"],
+     "<|channel|>analysis<|message|>Thinking.<|end|><|start|>assistant<|channel|>final<|message|>Hello.",
+     {"content": "Hello.", "reasoning_content": "Thinking."}),
+])
+def test_a_tool_named_like_a_word_of_the_format_does_not_duplicate_the_output(template, tools, output, expected,
+                                                                                fidelity):
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "Help me."}],
+                                 "tools": [_tool(n) for n in tools]})
+    msg = build_chat_parser(_T.get(template), req, fidelity=fidelity).parser.parse(output)
+    assert msg.content == expected.get("content") or (msg.content in ("", None) and "content" not in expected)
+    assert (msg.reasoning_content or None) == expected.get("reasoning_content")
+    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == expected.get("tool_calls", [])
+    assert not [r for r in msg.repairs if r.name == "unparsed-text"]

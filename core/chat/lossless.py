@@ -75,12 +75,14 @@ SKIPPED_MARKUP: dict[str, tuple[str, ...]] = {
     "kimi-k3": ("index", "type", "number", "integer", "string", "boolean", "object", "array", "null"),
     # K2 Horizon's xml_typed calls carry <ifm|arg_type>TYPE</ifm|arg_type>, read past with until(...) (b11549)
     "k2-horizon": ("number", "integer", "string", "boolean", "object", "array", "null"),
-    # GPT-OSS's constraint (<|constrain|>json, or "code" with the token left out) is read as a character class
-    "gpt-oss": ("json", "code"),
-    "llm-jp-harmony": ("json", "code"),   # the same Harmony constraint (b11549's GPT-OSS dialect)
+    # GPT-OSS's constraint (<|constrain|>json, or "code" with the token left out) is read as a character class; its
+    # channel names are the format's own words even when a tool shares one (a tool "analysis" or "final")
+    "gpt-oss": ("json", "code", "analysis", "commentary", "final"),
+    "llm-jp-harmony": ("json", "code", "analysis", "commentary", "final"),   # b11549's GPT-OSS dialect
 }
-"""Words a hand-written parser's grammar skips as template markup without naming them as literals, by the
-parser's format name (:attr:`core.chat.pipeline.ChatParserBundle.format`)."""
+"""Words a hand-written parser's grammar skips as template markup without naming them as literals, or names as
+literals a tool of the request may share (Harmony's channel names), by the parser's format name
+(:attr:`core.chat.pipeline.ChatParserBundle.format`)."""
 
 
 def trigger_words(parser: Any) -> list[str]:
