@@ -1807,6 +1807,13 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     if kept:
         ctx["stripped_output"] = kept[0]
         return Mistake.TRAILING_TEXT, ev + [kept[1]]
+    closer = _other_turn_closer_after_answer(setup, ex)
+    if closer:
+        ctx["why_none"] = (f"no change of ours drops {_q(closer[0])} from an answer: the template ends a generated "
+                           f"answer with another token, so {_q(closer[0])} is the model's, not a stop token the "
+                           "server returned — only the model's output (or a server that strips the format's tokens "
+                           "from text) can change")
+        return Mistake.TRAILING_TEXT, ev + [closer[1]]
     lone = _lone_call_closer_after_answer(ex, setup, bundle, ctx)
     if lone:
         ctx["why_none"] = (f"no change of ours drops a lone {_q(lone)} from an answer: the model's output must end "
@@ -1923,6 +1930,10 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
                                                       if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
+    spaced = _spaced_tool_name(setup, ex) if Cause.UNKNOWN_TOOL in causes else ""
+    if spaced:
+        ctx["specific"] = True
+        return Mistake.OMITTED_MARKER, ev + [spaced]
     if Cause.UNKNOWN_TOOL in causes:
         return Mistake.UNKNOWN_TOOL, ev + [e for f in ex.findings if f.cause == Cause.UNKNOWN_TOOL for e in f.evidence]
     if Cause.WRONG_CALL_ID in causes:
@@ -2660,6 +2671,67 @@ def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
         f"the answer ends with {_q(tok)}, the control token the template writes right after an assistant turn (the "
         "end of the turn, where a server stops generation and strips the token), kept in the content: the server "
         "returned its stop token")
+
+
+def _spaced_tool_name(setup: _Setup, ex: Any) -> str:
+    """Evidence when the parse stopped where the template writes a declared tool's name and the output writes that
+    name there with whitespace before it (and whitespace or the next marker after it): the name is offered, the
+    whitespace is markup the template's render never writes there (the guide's whitespace clarification) — no
+    unknown tool. ``""`` otherwise."""
+    st = ex.stop
+    if st is None:
+        return ""
+    names = {(t.get("function") or {}).get("name") for t in setup.request.tools or [] if isinstance(t, dict)}
+    found = ex.output[st.output_pos:st.output_pos + 256]
+    body = found.lstrip(_WS)
+    if body == found:
+        return ""
+    for lit in st.literals:
+        if lit in names and body.startswith(lit) and (len(body) == len(lit) or not (body[len(lit)].isalnum()
+                                                                                    or body[len(lit)] in "_-.")):
+            after = body[len(lit):]
+            spaced_after = after[:1] in tuple(_WS) if after else False
+            return (f"the output writes whitespace before the declared tool's name {_q(lit)}"
+                    + (" and after it" if spaced_after else "")
+                    + ", where the template's render writes the name glued to the markup around it: the name is "
+                    "offered, the whitespace is markup the template never writes there")
+    return ""
+
+
+def _other_turn_closer_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
+    """``(token, evidence)`` when an answer with no call ends with a control token (its only one) that the template
+    writes after another kind of assistant turn than a generated answer — first in the text between an answer in the
+    history and the next user turn (:func:`core.chat.samples.end_of_turn_candidates`' turn separator: gpt-oss's
+    ``<|end|>``), or last in its render of a call turn (``<|call|>``) — and not at the end of a generated answer
+    (that one is the server's stop token, :func:`_stop_token_after_answer`). The parse is clean, or stopped at that
+    token and nowhere else. Two renders at most."""
+    content = ex.message.get("content") or ""
+    out = ex.output.rstrip(_WS)
+    tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
+    if ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
+            or _SPECIAL_SHAPE.search(content[:tail.start()]) or not out.endswith(tail.group(0).strip(_WS)):
+        return None
+    tok = tail.group(0).strip(_WS)
+    if not ex.clean and (ex.stop is None or ex.stop.output_pos != len(out) - len(tok)):
+        return None     # (the parse stopped elsewhere: more is unread than a closer at the end)
+    try:
+        ends = end_of_turn_candidates(setup.template, setup.request)
+    except Exception:  # noqa: BLE001 - a template that does not render a reply gives no evidence
+        return None
+    if not ends or ends[0].strip(_WS).startswith(tok):
+        return None     # (the generated answer's own end: a returned stop token)
+    if any(e.strip(_WS).startswith(tok) for e in ends[1:]):
+        return tok, (f"the answer ends with {_q(tok)}, the control token the template writes after an answer in the "
+                     "conversation's history (before the next turn), not after a generated answer: the model closed "
+                     "its answer with another turn's closer, and the parse keeps it in the content")
+    names = [(t.get("function") or {}).get("name") for t in setup.request.tools or [] if isinstance(t, dict)]
+    names = [n for n in names if isinstance(n, str) and n]
+    call = _rendered_call(setup, names[0] if names else "f", {}).rstrip(_WS)
+    if call.endswith(tok) and tok not in call[:len(call) - len(tok)]:
+        return tok, (f"the answer ends with {_q(tok)}, the control token the template's call turn ends with (after "
+                     "the call), written after an answer with no call: markup of the call format after the answer, "
+                     "where the format ends the turn, and the parse keeps it in the content")
+    return None
 
 
 _QUOTED_KEY = re.compile(r'"[^"\\\n]{1,64}"')
