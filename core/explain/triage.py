@@ -2225,6 +2225,11 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                 f"after the complete call the output opens the template's own call section again with "
                 f"{_q(tok.group(0))} (a marker of the format, no wrapper) and the parse, as requested, ends there: "
                 + sentence_of(_shift(edits), out)]
+        if tok.group(0) in mine:
+            # the template's own call marker is no wrapper of its call: what follows it decides
+            own_fault = _after_own_marker(setup, ex, out, tok, edits, ctx)
+            if own_fault:
+                return own_fault[0], ev + [own_fault[1]]
         return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
     if "<|channel|>" in out and "analysis" in out and "to=functions." in out and not msg.get("tool_calls"):
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
@@ -2671,6 +2676,35 @@ def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
         f"the answer ends with {_q(tok)}, the control token the template writes right after an assistant turn (the "
         "end of the turn, where a server stops generation and strips the token), kept in the content: the server "
         "returned its stop token")
+
+
+_END_TAG = re.compile(r"</?[A-Za-z_|]{1,16}>")
+
+
+def _after_own_marker(setup: _Setup, ex: Any, out: str, tok: re.Match[str], edits: list[Edit],
+                      ctx: dict[str, Any]) -> tuple[Mistake, str] | None:
+    """The fault after one of the template's own call markers (``tok``), which the stop point's reading took for
+    a wrapper: the output ends right after the call's head where the arguments belong, only one token after it (a
+    control token or a bare tag, the turn's end: ``[ARGS]</s>``) → cut short; the nearest output's first
+    edit puts back whitespace the template writes right after the marker → the omitted marker. None otherwise."""
+    st = ex.stop
+    if st is not None and not ex.clean and any("args" in p for p in st.path):
+        rest = out[st.output_pos:].strip(_WS)
+        if rest and (_SPECIAL_SHAPE.fullmatch(rest) or _END_TAG.fullmatch(rest)) and out.rstrip(_WS).endswith(rest) \
+                and not out[:st.output_pos].endswith(_WS):
+            ctx["why_none"] = (f"no change of ours reads a call whose arguments were never written: the output ends "
+                               f"with {_q(rest)} where the call's arguments belong — only the model's output (a longer "
+                               "generation) can change")
+            return Mistake.CUT_SHORT, (f"the output ends inside the call: after the call's head, where the "
+                                       f"template writes the arguments, only {_q(rest)} (the turn's end) follows — "
+                                       "the arguments were never written, the marker is the template's own, no wrapper")
+    first = min(edits, key=lambda e: e.pos) if edits else None
+    if first is not None and first.kind == "insert" and not first.new.strip(_WS) \
+            and out[:first.pos].endswith(tok.group(0)):
+        return Mistake.OMITTED_MARKER, (f"the output writes the template's own marker {_q(tok.group(0))} (no wrapper) "
+                                        f"without the whitespace the template writes right after it: "
+                                        + sentence_of(_shift(edits), out))
+    return None
 
 
 def _spaced_tool_name(setup: _Setup, ex: Any) -> str:
