@@ -2760,6 +2760,8 @@ def _other_turn_closer_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] |
                      "its answer with another turn's closer, and the parse keeps it in the content")
     names = [(t.get("function") or {}).get("name") for t in setup.request.tools or [] if isinstance(t, dict)]
     names = [n for n in names if isinstance(n, str) and n]
+    if any(n in content for n in names):
+        return None     # (a declared tool's name before it: a call whose opener is missing, not an answer)
     call = _rendered_call(setup, names[0] if names else "f", {}).rstrip(_WS)
     if call.endswith(tok) and tok not in call[:len(call) - len(tok)]:
         return tok, (f"the answer ends with {_q(tok)}, the control token the template's call turn ends with (after "
