@@ -1648,6 +1648,11 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         return Mistake.UNKNOWN_PARAMETER, ev + [undeclared[2]]
     body = _json_body_in_markup(setup, out, msg, ctx, 0, "as the call, in markup or bare") \
         if not msg.get("tool_calls") and (not ex.clean or (reasoning and not content)) else ""
+    replaced = _arguments_markup_replaced(setup, ex, out) if body else ""
+    if replaced:
+        # (the labelling guide's step 4: one of the template's pieces replaced by another string is its omission;
+        # another format is a call with none of the template's pieces)
+        return Mistake.OMITTED_MARKER, ev + [replaced]
     if body:
         ctx["needs_call"] = True
         # (before the readings of the reasoning's state: read as the reply or as reasoning, a call in a JSON dialect
@@ -3241,6 +3246,36 @@ def _declared_params(req: Any) -> dict[str, set[str]]:
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             out[fn["name"]] = set(properties_of(fn.get("parameters")))
     return out
+
+
+def _arguments_markup_replaced(setup: _Setup, ex: Any, out: str) -> str:
+    """Evidence when the parse read the template's own call markup up to the arguments and stopped there, where it
+    wanted the template's argument marker (no JSON), at a JSON object whose keys are all declared parameters of the
+    tool named before it: the call's head is the template's, only its argument markers are replaced by a JSON body
+    — the omission of that piece, not another format. ``""`` otherwise (one JSON decode)."""
+    st = ex.stop
+    if st is None or ex.clean or not st.literals or any(x.lstrip(_WS)[:1] in '{"[' for x in st.literals) \
+            or not any("tool" in p for p in st.path):
+        return ""
+    at = st.output_pos + len(out[st.output_pos:]) - len(out[st.output_pos:].lstrip(_WS))
+    if not out.startswith("{", at):
+        return ""
+    try:
+        obj, _end = json.JSONDecoder().raw_decode(out, at)
+    except ValueError:
+        return ""
+    params = _declared_params(setup.request)
+    head = out[max(0, at - 200):at]
+    named = [n for n in params if n and n in head]
+    if not isinstance(obj, dict) or not obj or not named:
+        return ""
+    name = max(named, key=head.rfind)
+    if not set(obj) <= params[name]:
+        return ""
+    return (f"the output writes the template's own call markup up to {_q(name)}, then its arguments as a JSON "
+            f"object ({_q(out[at:_end], 50)}) where the template writes {_q(st.literals[0])}: the call's argument "
+            "markers replaced by another string (their omission; the call's head is the template's, so no other "
+            "format)")
 
 
 def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], start: int,
