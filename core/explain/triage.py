@@ -2254,6 +2254,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                            "there and reads the rest as nothing it expects), and no repair of ours reads a reply "
                            "without it: only the model's output (or a new repair) can change")
         return Mistake.OMITTED_MARKER, ev + [omitted]
+    after = _text_after_read_calls(ex, out, msg, ctx) if Cause.DRIFT in causes else ""
+    if after:
+        return Mistake.TRAILING_TEXT, ev + [after]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     # a JSON call written when the request offers no tools: re-parsed with its tool offered, is it a call?
@@ -3179,6 +3182,26 @@ def _ends_inside_opener(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> t
             if out.endswith(piece) and not piece.isalnum() and not kept.rstrip(_WS).endswith(piece.rstrip(_WS)):
                 return piece, m
     return None
+
+
+def _text_after_read_calls(ex: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> str:
+    """Evidence when the parse read the output's calls and stopped right after the last one's closer (one of the
+    format's own closers) at plain text — no markup after it, none of the format's call markers —: text after a
+    complete call, where the format ends the turn, not a call of another format. ``""`` otherwise."""
+    st = ex.stop
+    if st is None or ex.clean or not msg.get("tool_calls"):
+        return ""
+    rest = out[st.output_pos:]
+    text = rest.strip(_WS)
+    head = out[:st.output_pos].rstrip(_WS)
+    closers = [c.strip(_WS) for c in ctx["closers"] if c and c.strip(_WS)]
+    if not text or MARKUP.search(text) or _SPECIAL_SHAPE.search(text) \
+            or any(m.strip(_WS) and m.strip(_WS) in text for m in ctx["markers"]) \
+            or not any(head.endswith(c) for c in closers):
+        return ""
+    return (f"after the call's closer the output writes {_q(text, 30)}: text after a complete call, where the format, "
+            f"as requested, ends the turn (the parse read {len(msg['tool_calls'])} call(s) in the template's own "
+            "markup, so no other format)")
 
 
 def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setup: _Setup | None = None,
