@@ -2484,6 +2484,36 @@ def test_the_sixteenth_round_keeps_the_second_fault_and_reads_no_decoder_fault_w
     assert tg.no_fix.startswith("`get_weather` does not take `unknown`: declaring it in the request"), tg.no_fix
 
 
+@pytest.mark.parametrize("set_name,case_id,mistake,said,change", [
+    # another turn's closer after an answer: the history's `<|end|>`, a call turn's `<|call|>` (none helps)
+    ("kept26.jsonl", "kept23-ovms-harmony-final-end", Mistake.TRAILING_TEXT,
+     "the answer ends with `<|end|>`, the control token the template writes after an answer in the conversation's "
+     "history", None),
+    ("kept26.jsonl", "kept23-ovms-harmony-final-call-closer", Mistake.TRAILING_TEXT,
+     "the answer ends with `<|call|>`, the control token the template's call turn ends with", None),
+    # whitespace around an offered name: markup, not an unknown tool
+    ("kept26.jsonl", "kept23-ovms-devstral-spaced-call-no-eos", Mistake.OMITTED_MARKER,
+     "the output writes whitespace before the declared tool's name `example_tool` and after it", None),
+    # the template's own call marker is no wrapper: a call head ending in the turn's end token, a line break left out
+    ("kept26.jsonl", "kept23-ovms-devstral-call-empty-args", Mistake.CUT_SHORT,
+     "after the call's head, where the template writes the arguments, only `</s>` (the turn's end) follows", None),
+    ("kept26.jsonl", "kept23-ovms-qwen3-three-calls-after-think", Mistake.OMITTED_MARKER,
+     "the output writes the template's own marker `<tool_call>` (no wrapper) without the whitespace",
+     {"repairs": ["tag-whitespace"]}),
+    # argument markers replaced by a JSON body inside the template's own call head
+    ("kept25.jsonl", "kept22-smg-dsml-v32-direct-json", Mistake.OMITTED_MARKER,
+     "the call's argument markers replaced by another string", {"repairs": ["json-arguments-body"]}),
+    # text after the calls the parse read: not another format
+    ("kept26.jsonl", "kept23-ovms-qwen3coder-old-parser-call-between-prose", Mistake.TRAILING_TEXT,
+     "after the call's closer the output writes `After`: text after a complete call",
+     {"repairs": ["content-between-calls"]}),
+])
+def test_the_eighteenth_rounds_rules(set_name, case_id, mistake, said, change):
+    """Each rule of the eighteenth round on a row it reads (docs/explain.md "Eighteenth round of rules")."""
+    changes = _round_rule(set_name, case_id, mistake, said, change)
+    assert change is None or change in changes, changes
+
+
 @pytest.mark.parametrize("case_id,said", [
     ("kept14-roo-11219-qwen3-coder-next-call-without-opener-or-closers",
      "(`<function`, `<parameter` never closed), which none of our repairs reads — with `</parameter></function>` "
