@@ -2257,6 +2257,11 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     after = _text_after_read_calls(ex, out, msg, ctx) if Cause.DRIFT in causes else ""
     if after:
         return Mistake.TRAILING_TEXT, ev + [after]
+    again = _call_block_after_turn_end(ex, out, msg, ctx) if Cause.DRIFT in causes else ""
+    if again:
+        ctx["why_none"] = ("no change of ours reads a second call block where the format ends the "
+                           "turn after the first: only the model's output can change")
+        return Mistake.TRAILING_TEXT, ev + [again]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     # a JSON call written when the request offers no tools: re-parsed with its tool offered, is it a call?
@@ -3202,6 +3207,25 @@ def _text_after_read_calls(ex: Any, out: str, msg: dict[str, Any], ctx: dict[str
     return (f"after the call's closer the output writes {_q(text, 30)}: text after a complete call, where the format, "
             f"as requested, ends the turn (the parse read {len(msg['tool_calls'])} call(s) in the template's own "
             "markup, so no other format)")
+
+
+def _call_block_after_turn_end(ex: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> str:
+    """Evidence when the parse read the output's calls and stopped where it wants the end of the output, at one of
+    the template's own call markers (the call section opened again after its closer): markup after the turn's end,
+    in the template's own format — no other format. ``""`` otherwise."""
+    st = ex.stop
+    if st is None or ex.clean or not msg.get("tool_calls") or st.literals or st.path \
+            or "the end of the output" not in st.expected:
+        return ""
+    rest = out[st.output_pos:].lstrip(_WS)
+    own = [m.strip(_WS) for m in set(ctx["markers"]) | ctx["all_markers"] if m and m.strip(_WS)]
+    first = next((m for m in sorted(own, key=len, reverse=True) if rest.startswith(m)), "")
+    if not first or not any(out[:st.output_pos].rstrip(_WS).endswith(c.strip(_WS)) for c in ctx["closers"]
+                            if c and c.strip(_WS)):
+        return ""
+    return (f"after the complete call block the output opens the template's own call markup again with {_q(first)}, "
+            "where the format ends the turn after its call block: markup after the turn's end in the template's own "
+            "format (no other format)")
 
 
 def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setup: _Setup | None = None,
