@@ -20,16 +20,17 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept22.jsonl     # the twenty-fourth batch (SCORES["kept22.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept23.jsonl     # the twenty-fifth batch (SCORES["kept23.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept24.jsonl     # the twenty-sixth batch (SCORES["kept24.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept25.jsonl     # the twenty-seventh batch (SCORES["kept25.jsonl"]["kept25"])
-    python scripts/triage_kept7_score.py --set kept26.jsonl     # the twenty-eighth batch (SCORES["kept26.jsonl"]["kept26"])
-    python scripts/triage_kept7_score.py --set kept27.jsonl     # the twenty-ninth batch, public reports (SCORES["kept27.jsonl"]["kept27"])
+    python scripts/triage_kept7_score.py --set kept25.jsonl     # the twenty-seventh batch (SCORES["kept25.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept26.jsonl     # the twenty-eighth batch (SCORES["kept26.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept27.jsonl     # the twenty-ninth batch, public reports (SCORES["kept27.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept28.jsonl     # the thirtieth batch (SCORES["kept28.jsonl"]["kept28"])
     python scripts/triage_kept7_score.py --set kept29.jsonl     # the thirty-first batch (SCORES["kept29.jsonl"]["kept29"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept24 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules,
-kept23 and kept24 since the seventeenth). A row's ``expect`` (the engine's message) is passed to the triage as a
-user passes ``explain --expect``; ``--no-expect`` scores the output alone, as a user without one.
+kept27 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules,
+kept23 and kept24 since the seventeenth, kept25 to kept27 since the eighteenth). A row's ``expect`` (the engine's
+message) is passed to the triage as a user passes ``explain --expect``; ``--no-expect`` scores the output alone, as a
+user without one.
 The triage gets 30 s per row, as in the tests, so the figures do not depend on the machine. Nothing here is
 imported by the library.
 """

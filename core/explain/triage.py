@@ -1648,6 +1648,11 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         return Mistake.UNKNOWN_PARAMETER, ev + [undeclared[2]]
     body = _json_body_in_markup(setup, out, msg, ctx, 0, "as the call, in markup or bare") \
         if not msg.get("tool_calls") and (not ex.clean or (reasoning and not content)) else ""
+    replaced = _arguments_markup_replaced(setup, ex, out) if body else ""
+    if replaced:
+        # (the labelling guide's step 4: one of the template's pieces replaced by another string is its omission;
+        # another format is a call with none of the template's pieces)
+        return Mistake.OMITTED_MARKER, ev + [replaced]
     if body:
         ctx["needs_call"] = True
         # (before the readings of the reasoning's state: read as the reply or as reasoning, a call in a JSON dialect
@@ -1807,6 +1812,13 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     if kept:
         ctx["stripped_output"] = kept[0]
         return Mistake.TRAILING_TEXT, ev + [kept[1]]
+    closer = _other_turn_closer_after_answer(setup, ex)
+    if closer:
+        ctx["why_none"] = (f"no change of ours drops {_q(closer[0])} from an answer: the template ends a generated "
+                           f"answer with another token, so {_q(closer[0])} is the model's, not a stop token the "
+                           "server returned — only the model's output (or a server that strips the format's tokens "
+                           "from text) can change")
+        return Mistake.TRAILING_TEXT, ev + [closer[1]]
     lone = _lone_call_closer_after_answer(ex, setup, bundle, ctx)
     if lone:
         ctx["why_none"] = (f"no change of ours drops a lone {_q(lone)} from an answer: the model's output must end "
@@ -1923,6 +1935,10 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     if Cause.PARALLEL_NOT_REQUESTED in causes:
         return Mistake.PARALLEL_NOT_REQUESTED, ev + [e for f in ex.findings
                                                       if f.cause == Cause.PARALLEL_NOT_REQUESTED for e in f.evidence]
+    spaced = _spaced_tool_name(setup, ex) if Cause.UNKNOWN_TOOL in causes else ""
+    if spaced:
+        ctx["specific"] = True
+        return Mistake.OMITTED_MARKER, ev + [spaced]
     if Cause.UNKNOWN_TOOL in causes:
         return Mistake.UNKNOWN_TOOL, ev + [e for f in ex.findings if f.cause == Cause.UNKNOWN_TOOL for e in f.evidence]
     if Cause.WRONG_CALL_ID in causes:
@@ -2214,6 +2230,11 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                 f"after the complete call the output opens the template's own call section again with "
                 f"{_q(tok.group(0))} (a marker of the format, no wrapper) and the parse, as requested, ends there: "
                 + sentence_of(_shift(edits), out)]
+        if tok.group(0) in mine:
+            # the template's own call marker is no wrapper of its call: what follows it decides
+            own_fault = _after_own_marker(setup, ex, out, tok, edits, ctx)
+            if own_fault:
+                return own_fault[0], ev + [own_fault[1]]
         return Mistake.FOREIGN_WRAPPER, ev + [f"the output wraps the call in {_q(tok.group(0))}"]
     if "<|channel|>" in out and "analysis" in out and "to=functions." in out and not msg.get("tool_calls"):
         return Mistake.CALL_OUTSIDE_SECTION, ev + ["the recipient `to=functions.…` is written on the analysis "
@@ -2233,6 +2254,14 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                            "there and reads the rest as nothing it expects), and no repair of ours reads a reply "
                            "without it: only the model's output (or a new repair) can change")
         return Mistake.OMITTED_MARKER, ev + [omitted]
+    after = _text_after_read_calls(ex, out, msg, ctx) if Cause.DRIFT in causes else ""
+    if after:
+        return Mistake.TRAILING_TEXT, ev + [after]
+    again = _call_block_after_turn_end(ex, out, msg, ctx) if Cause.DRIFT in causes else ""
+    if again:
+        ctx["why_none"] = ("no change of ours reads a second call block where the format ends the "
+                           "turn after the first: only the model's output can change")
+        return Mistake.TRAILING_TEXT, ev + [again]
     if Cause.DRIFT in causes or Cause.OTHER_MARKER in causes:
         return Mistake.TEMPLATE_MODEL_MISMATCH, ev
     # a JSON call written when the request offers no tools: re-parsed with its tool offered, is it a call?
@@ -2662,6 +2691,98 @@ def _stop_token_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
         "returned its stop token")
 
 
+_END_TAG = re.compile(r"</?[A-Za-z_|]{1,16}>")
+
+
+def _after_own_marker(setup: _Setup, ex: Any, out: str, tok: re.Match[str], edits: list[Edit],
+                      ctx: dict[str, Any]) -> tuple[Mistake, str] | None:
+    """The fault after one of the template's own call markers (``tok``), which the stop point's reading took for
+    a wrapper: the output ends right after the call's head where the arguments belong, only one token after it (a
+    control token or a bare tag, the turn's end: ``[ARGS]</s>``) → cut short; the nearest output's first
+    edit puts back whitespace the template writes right after the marker → the omitted marker. None otherwise."""
+    st = ex.stop
+    if st is not None and not ex.clean and any("args" in p for p in st.path):
+        rest = out[st.output_pos:].strip(_WS)
+        if rest and (_SPECIAL_SHAPE.fullmatch(rest) or _END_TAG.fullmatch(rest)) and out.rstrip(_WS).endswith(rest) \
+                and not out[:st.output_pos].endswith(_WS):
+            ctx["why_none"] = (f"no change of ours reads a call whose arguments were never written: the output ends "
+                               f"with {_q(rest)} where the call's arguments belong — only the model's output (a longer "
+                               "generation) can change")
+            return Mistake.CUT_SHORT, (f"the output ends inside the call: after the call's head, where the "
+                                       f"template writes the arguments, only {_q(rest)} (the turn's end) follows — "
+                                       "the arguments were never written, the marker is the template's own, no wrapper")
+    first = min(edits, key=lambda e: e.pos) if edits else None
+    if first is not None and first.kind == "insert" and not first.new.strip(_WS) \
+            and out[:first.pos].endswith(tok.group(0)):
+        return Mistake.OMITTED_MARKER, (f"the output writes the template's own marker {_q(tok.group(0))} (no wrapper) "
+                                        f"without the whitespace the template writes right after it: "
+                                        + sentence_of(_shift(edits), out))
+    return None
+
+
+def _spaced_tool_name(setup: _Setup, ex: Any) -> str:
+    """Evidence when the parse stopped where the template writes a declared tool's name and the output writes that
+    name there with whitespace before it (and whitespace or the next marker after it): the name is offered, the
+    whitespace is markup the template's render never writes there (the guide's whitespace clarification) — no
+    unknown tool. ``""`` otherwise."""
+    st = ex.stop
+    if st is None:
+        return ""
+    names = {(t.get("function") or {}).get("name") for t in setup.request.tools or [] if isinstance(t, dict)}
+    found = ex.output[st.output_pos:st.output_pos + 256]
+    body = found.lstrip(_WS)
+    if body == found:
+        return ""
+    for lit in st.literals:
+        if lit in names and body.startswith(lit) and (len(body) == len(lit) or not (body[len(lit)].isalnum()
+                                                                                    or body[len(lit)] in "_-.")):
+            after = body[len(lit):]
+            spaced_after = after[:1] in tuple(_WS) if after else False
+            return (f"the output writes whitespace before the declared tool's name {_q(lit)}"
+                    + (" and after it" if spaced_after else "")
+                    + ", where the template's render writes the name glued to the markup around it: the name is "
+                    "offered, the whitespace is markup the template never writes there")
+    return ""
+
+
+def _other_turn_closer_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] | None:
+    """``(token, evidence)`` when an answer with no call ends with a control token (its only one) that the template
+    writes after another kind of assistant turn than a generated answer — first in the text between an answer in the
+    history and the next user turn (:func:`core.chat.samples.end_of_turn_candidates`' turn separator: gpt-oss's
+    ``<|end|>``), or last in its render of a call turn (``<|call|>``) — and not at the end of a generated answer
+    (that one is the server's stop token, :func:`_stop_token_after_answer`). The parse is clean, or stopped at that
+    token and nowhere else. Two renders at most."""
+    content = ex.message.get("content") or ""
+    out = ex.output.rstrip(_WS)
+    tail = re.search(r"(?:" + _SPECIAL_SHAPE.pattern + r")\s*$", content)
+    if ex.message.get("tool_calls") or tail is None or not content[:tail.start()].strip(_WS) \
+            or _SPECIAL_SHAPE.search(content[:tail.start()]) or not out.endswith(tail.group(0).strip(_WS)):
+        return None
+    tok = tail.group(0).strip(_WS)
+    if not ex.clean and (ex.stop is None or ex.stop.output_pos != len(out) - len(tok)):
+        return None     # (the parse stopped elsewhere: more is unread than a closer at the end)
+    try:
+        ends = end_of_turn_candidates(setup.template, setup.request)
+    except Exception:  # noqa: BLE001 - a template that does not render a reply gives no evidence
+        return None
+    if not ends or ends[0].strip(_WS).startswith(tok):
+        return None     # (the generated answer's own end: a returned stop token)
+    if any(e.strip(_WS).startswith(tok) for e in ends[1:]):
+        return tok, (f"the answer ends with {_q(tok)}, the control token the template writes after an answer in the "
+                     "conversation's history (before the next turn), not after a generated answer: the model closed "
+                     "its answer with another turn's closer, and the parse keeps it in the content")
+    names = [(t.get("function") or {}).get("name") for t in setup.request.tools or [] if isinstance(t, dict)]
+    names = [n for n in names if isinstance(n, str) and n]
+    if any(n in content for n in names):
+        return None     # (a declared tool's name before it: a call whose opener is missing, not an answer)
+    call = _rendered_call(setup, names[0] if names else "f", {}).rstrip(_WS)
+    if call.endswith(tok) and tok not in call[:len(call) - len(tok)]:
+        return tok, (f"the answer ends with {_q(tok)}, the control token the template's call turn ends with (after "
+                     "the call), written after an answer with no call: markup of the call format after the answer, "
+                     "where the format ends the turn, and the parse keeps it in the content")
+    return None
+
+
 _QUOTED_KEY = re.compile(r'"[^"\\\n]{1,64}"')
 
 
@@ -3068,6 +3189,45 @@ def _ends_inside_opener(out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> t
     return None
 
 
+def _text_after_read_calls(ex: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> str:
+    """Evidence when the parse read the output's calls and stopped right after the last one's closer (one of the
+    format's own closers) at plain text — no markup after it, none of the format's call markers —: text after a
+    complete call, where the format ends the turn, not a call of another format. ``""`` otherwise."""
+    st = ex.stop
+    if st is None or ex.clean or not msg.get("tool_calls"):
+        return ""
+    rest = out[st.output_pos:]
+    text = rest.strip(_WS)
+    head = out[:st.output_pos].rstrip(_WS)
+    closers = [c.strip(_WS) for c in ctx["closers"] if c and c.strip(_WS)]
+    if not text or MARKUP.search(text) or _SPECIAL_SHAPE.search(text) \
+            or any(m.strip(_WS) and m.strip(_WS) in text for m in ctx["markers"]) \
+            or not any(head.endswith(c) for c in closers):
+        return ""
+    return (f"after the call's closer the output writes {_q(text, 30)}: text after a complete call, where the format, "
+            f"as requested, ends the turn (the parse read {len(msg['tool_calls'])} call(s) in the template's own "
+            "markup, so no other format)")
+
+
+def _call_block_after_turn_end(ex: Any, out: str, msg: dict[str, Any], ctx: dict[str, Any]) -> str:
+    """Evidence when the parse read the output's calls and stopped where it wants the end of the output, at one of
+    the template's own call markers (the call section opened again after its closer): markup after the turn's end,
+    in the template's own format — no other format. ``""`` otherwise."""
+    st = ex.stop
+    if st is None or ex.clean or not msg.get("tool_calls") or st.literals or st.path \
+            or "the end of the output" not in st.expected:
+        return ""
+    rest = out[st.output_pos:].lstrip(_WS)
+    own = [m.strip(_WS) for m in set(ctx["markers"]) | ctx["all_markers"] if m and m.strip(_WS)]
+    first = next((m for m in sorted(own, key=len, reverse=True) if rest.startswith(m)), "")
+    if not first or not any(out[:st.output_pos].rstrip(_WS).endswith(c.strip(_WS)) for c in ctx["closers"]
+                            if c and c.strip(_WS)):
+        return ""
+    return (f"after the complete call block the output opens the template's own call markup again with {_q(first)}, "
+            "where the format ends the turn after its call block: markup after the turn's end in the template's own "
+            "format (no other format)")
+
+
 def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setup: _Setup | None = None,
                         stop: int = -1) -> str:
     """Evidence when the output writes the format's own call blocks (its opener … its closer) more than once with
@@ -3133,6 +3293,36 @@ def _declared_params(req: Any) -> dict[str, set[str]]:
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             out[fn["name"]] = set(properties_of(fn.get("parameters")))
     return out
+
+
+def _arguments_markup_replaced(setup: _Setup, ex: Any, out: str) -> str:
+    """Evidence when the parse read the template's own call markup up to the arguments and stopped there, where it
+    wanted the template's argument marker (no JSON), at a JSON object whose keys are all declared parameters of the
+    tool named before it: the call's head is the template's, only its argument markers are replaced by a JSON body
+    — the omission of that piece, not another format. ``""`` otherwise (one JSON decode)."""
+    st = ex.stop
+    if st is None or ex.clean or not st.literals or any(x.lstrip(_WS)[:1] in '{"[' for x in st.literals) \
+            or not any("tool" in p for p in st.path):
+        return ""
+    at = st.output_pos + len(out[st.output_pos:]) - len(out[st.output_pos:].lstrip(_WS))
+    if not out.startswith("{", at):
+        return ""
+    try:
+        obj, _end = json.JSONDecoder().raw_decode(out, at)
+    except ValueError:
+        return ""
+    params = _declared_params(setup.request)
+    head = out[max(0, at - 200):at]
+    named = [n for n in params if n and n in head]
+    if not isinstance(obj, dict) or not obj or not named:
+        return ""
+    name = max(named, key=head.rfind)
+    if not set(obj) <= params[name]:
+        return ""
+    return (f"the output writes the template's own call markup up to {_q(name)}, then its arguments as a JSON "
+            f"object ({_q(out[at:_end], 50)}) where the template writes {_q(st.literals[0])}: the call's argument "
+            "markers replaced by another string (their omission; the call's head is the template's, so no other "
+            "format)")
 
 
 def _json_body_in_markup(setup: _Setup, out: str, msg: dict[str, Any], ctx: dict[str, Any], start: int,
