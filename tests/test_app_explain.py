@@ -619,13 +619,7 @@ def test_a_cut_output_is_said_in_words_the_rule_names_kept_for_the_tooltip():
 def test_an_output_ending_inside_the_reasoning_is_not_said_to_end_inside_a_tool_call():
     """kept23's SGLang MiniMax-M2 row: the prompt opens the reasoning and the output never closes it; the page's
     warning said "The output ends inside a tool call"."""
-    rows = (ROOT / "tests" / "data" / "triage" / "kept23.jsonl").read_text(encoding="utf-8").splitlines()
-    row = next(r for r in map(json.loads, rows) if r["id"] == "kept20-sglang-minimax-m2-single-param")
-    at = use_corpus(start(), row["template"])
-    at.session_state["in_tools"] = json.dumps(row["tools"])
-    at.session_state["in_messages"] = json.dumps(row["messages"])
-    at.session_state["in_output"] = row["input"]
-    at = page(at, "explain")
+    at = _explain_row(_triage_row("kept23.jsonl", "kept20-sglang-minimax-m2-single-param"))
     warnings = [unmd(w.value) for w in at.warning]
     assert any(w.startswith("The output ends inside the reasoning: expected `</think>`") for w in warnings), warnings
     assert not any("inside a tool call" in w for w in warnings)
@@ -634,13 +628,8 @@ def test_an_output_ending_inside_the_reasoning_is_not_said_to_end_inside_a_tool_
 def test_a_ranked_override_applies_in_one_click_and_the_page_stays_to_show_its_message():
     """kept15's Qwen2.5-Coder row (vLLM's parser test: the call wrapped in `<tools>`): its ranked fix is an analysis
     override; its click puts it on the Overrides page (with the provenance) and this page shows the message it gives."""
-    rows = (ROOT / "tests" / "data" / "triage" / "kept15.jsonl").read_text(encoding="utf-8").splitlines()
-    row = next(r for r in map(json.loads, rows) if r["id"] == "kept13-vllm-qwen25-coder-single-tool-call")
-    at = use_corpus(start(), row["template"])
-    at.session_state["in_tools"] = json.dumps(row["tools"])
-    at.session_state["in_messages"] = json.dumps(row["messages"])
-    at.session_state["in_output"] = row["input"]
-    at = page(at, "explain")
+    row = _triage_row("kept15.jsonl", "kept13-vllm-qwen25-coder-single-tool-call")
+    at = _explain_row(row)
     fixes = [unmd(m.value) for m in at.markdown if unmd(m.value).startswith("1. override")]
     assert fixes, [unmd(m.value) for m in at.markdown][:12]
     at.button(key="triage_fix_0").click().run()

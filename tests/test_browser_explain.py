@@ -22,6 +22,24 @@ DRIFT = ('The user wants the weather.\n</think>\nLet me check.\n<tool_call>\n'
          '{"name": "get_weather", "parameters": {"city": "Paris"}}\n</tool_call>')
 
 
+def _explain_triage_row(browser, app_url: str, set_name: str, case_id: str, height: int):
+    """The Explain page on a triage row: its template pasted on Sources, its request and output in the permalink;
+    ``(page, errors, row)``."""
+    rows = (ROOT / "tests" / "data" / "triage" / set_name).read_text(encoding="utf-8").splitlines()
+    row = next(r for r in map(json.loads, rows) if r["id"] == case_id)
+    page, errors = _start(browser, app_url, "Sources", height=height)
+    paste_template(page, row["template"], (TEMPLATES / row["template"]).read_text(encoding="utf-8"))
+    page.wait_for_url("**src=text*", timeout=60_000)
+    params = dict(parse_qsl(urlsplit(page.url).query))
+    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
+                               "enable_thinking")}
+    params["x"] = encode_explain(req, row["input"])
+    page.goto(f"{app_url}/explain?{urlencode(params)}", wait_until="networkidle")
+    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
+    _wait_idle(page)
+    return page, errors, row
+
+
 def _open_explain(page) -> None:
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Explain").click()
     page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
@@ -110,18 +128,7 @@ def test_a_malformed_expected_message_is_named_and_the_explanation_stays(app_url
 def test_the_call_relation_shows_each_piece_as_code(app_url, browser):  # noqa: F811 - fixtures
     """Muse Glimmer's tool channel (kept13, SGLang's parser test): the triage's relation is open (it decided the
     mistake), each of the template's call pieces one code element in render order, marked matched."""
-    rows = (ROOT / "tests" / "data" / "triage" / "kept13.jsonl").read_text(encoding="utf-8").splitlines()
-    row = next(r for r in map(json.loads, rows) if r["id"] == MUSE)
-    page, errors = _start(browser, app_url, "Sources", height=1100)
-    paste_template(page, row["template"], (TEMPLATES / row["template"]).read_text(encoding="utf-8"))
-    page.wait_for_url("**src=text*", timeout=60_000)
-    params = dict(parse_qsl(urlsplit(page.url).query))
-    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
-                               "enable_thinking")}
-    params["x"] = encode_explain(req, row["input"])
-    page.goto(f"{app_url}/explain?{urlencode(params)}", wait_until="networkidle")
-    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors, _row = _explain_triage_row(browser, app_url, "kept13.jsonl", MUSE, height=1100)
     box = page.locator('[data-testid="stExpander"]').filter(has_text="The template's call pieces against")
     box.locator("li").first.wait_for(timeout=60_000)       # open without a click: the relation decided the mistake
     assert "call relation: consistent (it decided the mistake)" in box.inner_text()
@@ -217,18 +224,8 @@ def test_a_ranked_fix_shows_its_message_and_the_parse_says_whether_it_gives_the_
     """OpenVINO Model Server's Llama 3.1 row (kept26: three calls joined by `;`, the engine's message as expected):
     typed into the Reproducer box, the expected message is compared with the parse itself (under the verdict, with
     the first difference), and the ranked fix's message opens in its own expander before any click."""
-    rows = (ROOT / "tests" / "data" / "triage" / "kept26.jsonl").read_text(encoding="utf-8").splitlines()
-    row = next(r for r in map(json.loads, rows) if r["id"] == "kept23-ovms-llama3-three-semicolon-calls")
-    page, errors = _start(browser, app_url, "Sources", height=1400)
-    paste_template(page, row["template"], (TEMPLATES / row["template"]).read_text(encoding="utf-8"))
-    page.wait_for_url("**src=text*", timeout=60_000)
-    params = dict(parse_qsl(urlsplit(page.url).query))
-    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
-                               "enable_thinking")}
-    params["x"] = encode_explain(req, row["input"])
-    page.goto(f"{app_url}/explain?{urlencode(params)}", wait_until="networkidle")
-    page.get_by_role("heading", name="Explain").wait_for(timeout=60_000)
-    _wait_idle(page)
+    page, errors, row = _explain_triage_row(browser, app_url, "kept26.jsonl", "kept23-ovms-llama3-three-semicolon-calls",
+                                            height=1400)
     box = page.locator('[data-testid="stTextArea"]').filter(has_text="Expected message").locator("textarea")
     box.fill(json.dumps(row["expect"]))
     box.press("Control+Enter")
