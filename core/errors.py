@@ -140,6 +140,17 @@ class AnalysisError(ChatTemplateExplorerError):
         super().__init__(f"cannot analyse template {name!r}: {one_line(message)}")
 
 
+class AnalysisSettingError(AnalysisError):
+    """A setting the user gave the analysis names nothing it has or has the wrong kind of value (an override
+    ``--override PATH=VALUE`` or a workaround to switch off, on the CLI or the Overrides page): the input is at
+    fault, not the template."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(name, message)
+        ChatTemplateExplorerError.__init__(self, f"invalid analysis setting for template {name!r}: "
+                                                 f"{one_line(message)}")
+
+
 class RequestError(ChatTemplateExplorerError, ValueError):
     """A chat request (messages, tools, tool_choice, …) is malformed. ``field`` names the bad part."""
 

@@ -91,7 +91,13 @@ def test_single_file_errors_name_file_and_cause(bad_dir, capsys, name, cause):
 
 def test_bad_override_is_a_clear_error(capsys):
     assert main(["analyze", str(TEMPLATES / GOOD), "--override", "tools.nope=1"]) == 2
-    assert "unknown override path 'tools.nope'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the user's setting is at fault, not the template ("cannot analyse template" blamed the template)
+    assert err == f"error: invalid analysis setting for template {GOOD!r}: unknown override path 'tools.nope'\n", err
+    assert main(["analyze", str(TEMPLATES / GOOD), "--disable-workaround", "no-such-workaround"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: invalid analysis setting for template {GOOD!r}: unknown workaround name(s) "
+                          "no-such-workaround; known: "), err
 
 
 def test_batch_never_stops_at_a_bad_template(bad_dir, capsys):

@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
-from ..errors import AnalysisError
+from ..errors import AnalysisError, AnalysisSettingError
 from ..memo import MISSING, BoundedMemo
 from ..digest import source_digest
 from ..jinja.limits import analysis_budget, default_budget_s
@@ -356,7 +356,7 @@ def _generation_prompt(s: ProbeSession) -> tuple[str, str | None]:
 def _check_workaround_names(name: str, disabled: Iterable[str]) -> None:
     unknown = sorted(set(disabled) - set(WORKAROUNDS_BY_NAME))
     if unknown:
-        raise AnalysisError(name, f"unknown workaround name(s) {', '.join(unknown)}; known: "
+        raise AnalysisSettingError(name, f"unknown workaround name(s) {', '.join(unknown)}; known: "
                                   f"{', '.join(WORKAROUNDS_BY_NAME)}")
 
 
@@ -396,25 +396,25 @@ def apply_overrides(name: str, analysis: TemplateAnalysis, overrides: dict[str, 
         node: Any = data
         for p in parts[:-1]:
             if not isinstance(node, dict) or p not in node or not isinstance(node[p], dict):
-                raise AnalysisError(name, f"unknown override path {path!r}")
+                raise AnalysisSettingError(name, f"unknown override path {path!r}")
             node = node[p]
         leaf = parts[-1]
         if not isinstance(node, dict) or leaf not in node or isinstance(node[leaf], dict):
-            raise AnalysisError(name, f"unknown override path {path!r}")
+            raise AnalysisSettingError(name, f"unknown override path {path!r}")
         old = node[leaf]
         if isinstance(old, bool):
             if not isinstance(value, bool):
-                raise AnalysisError(name, f"override {path!r} needs true/false, got {value!r}")
+                raise AnalysisSettingError(name, f"override {path!r} needs true/false, got {value!r}")
         elif isinstance(old, str):
             if not isinstance(value, str):
-                raise AnalysisError(name, f"override {path!r} needs a string, got {value!r}")
+                raise AnalysisSettingError(name, f"override {path!r} needs a string, got {value!r}")
         elif isinstance(old, list):
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-                raise AnalysisError(name, f"override {path!r} needs a list of strings, got {value!r}")
+                raise AnalysisSettingError(name, f"override {path!r} needs a list of strings, got {value!r}")
             value = list(value)
         enum_cls = _ENUM_PATHS.get(path)
         if enum_cls is not None and value not in {m.value for m in enum_cls}:
-            raise AnalysisError(name, f"override {path!r}: {value!r} is not one of "
+            raise AnalysisSettingError(name, f"override {path!r}: {value!r} is not one of "
                                       f"{', '.join(m.value for m in enum_cls)}")
         node[leaf] = value
     out = TemplateAnalysis.from_json(data)
