@@ -8,7 +8,7 @@ from core.explain.explain import explain
 from core.explain.fixes import offered_names
 from core.explain.model import Setup, build_bundle, called_names
 
-from .test_triage import _row, _template
+from .test_triage import _row, _run, _template
 
 
 def _explained(set_name: str, case_id: str):
@@ -24,3 +24,19 @@ def test_a_request_fix_offers_no_tool_named_like_the_formats_own_markup():
     ex, req, bundle = _explained("kept26.jsonl", "kept23-ovms-harmony-final-call-closer")
     assert "final" in called_names(ex, req)
     assert "final" not in offered_names(bundle, ex, req)
+
+
+def _triaged(set_name: str, case_id: str):
+    return _run(_row(set_name, case_id))
+
+
+def test_an_output_whose_reasoning_was_split_off_is_not_said_to_omit_the_reasoning_closer():
+    """MiniMax-M2's calls with the reasoning split off by the engine: the mistake's sentence is the evidence's (the
+    model omitted nothing), and the second call section is not called more than a parallel-calls request reads."""
+    _ex, tg = _triaged("kept25.jsonl", "kept22-smg-minimax-m2-multiple-tools")
+    assert tg.sentence.startswith("the output starts with the call opener `<minimax:tool_call>` and holds no "
+                                  "reasoning text")
+    assert "the reasoning was split off before it reached us" in tg.sentence
+    assert "omitted" not in tg.sentence
+    assert not any("as requested" in e for e in tg.evidence)
+    assert tg.nearest.sentence.endswith("a whole call or turn where the format has no place for one")

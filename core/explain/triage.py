@@ -1678,6 +1678,7 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                       f"generation prompt opens the reasoning with {_q(r_start)}: the text is what follows "
                       f"{_q(r_ends[0])} (the reasoning was split off before it reached us), so extracting reasoning "
                       "again reads the whole call as reasoning")
+            ctx["headline"] = ev[-1]    # (the nearest output's "the model omitted </think>" is not what happened)
             ctx["why_none"] = (
                 "the text is what follows the reasoning (split off before it reached us), and read as that — without "
                 "reasoning extraction (reasoning_format none) or with the thinking flag off — it still does not "
