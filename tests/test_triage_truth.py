@@ -40,3 +40,16 @@ def test_an_output_whose_reasoning_was_split_off_is_not_said_to_omit_the_reasoni
     assert "omitted" not in tg.sentence
     assert not any("as requested" in e for e in tg.evidence)
     assert tg.nearest.sentence.endswith("a whole call or turn where the format has no place for one")
+
+
+def test_no_fix_says_the_other_fidelity_reads_the_call_but_leaves_text():
+    """DeepSeek V3's fenced call after a think block: improved fidelity (shown below the triage) reads the call and
+    leaves "\\n\\n" in the content; the empty comparisons named for the missing call markers are the tool ones."""
+    ex, tg = _triaged("kept26.jsonl", "kept23-fastdeploy-dsv3-0324-fenced-call-after-think")
+    assert ex.other["tool_calls"] and ex.other["content"] == "\n\n"
+    assert not tg.fixes
+    assert tg.no_fix == ("no change of ours re-parses this output clean to a message with calls: at improved "
+                         "fidelity the call is read but text is left ('\\n\\n' in the content), so that parse is "
+                         "not clean")
+    assert tg.sentence == ("the analysis found no tool-call markers; comparisons that came back empty: C1-tools: Is "
+                           "the answer wrapped? An answer vs a tool-call turn.")

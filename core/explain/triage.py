@@ -247,7 +247,7 @@ def _unfound_format(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], ev
     family's format when improved fidelity reads no call either; else the format not found."""
     ctx["specific"] = True      # (the analysis' gap, its empty comparisons listed: first whatever the call lacks)
     ev = ev + [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
-    empty = _empty_comparisons(bundle)
+    empty = [c for c in _empty_comparisons(bundle) if not c.startswith("R")]   # (R…: the reasoning's comparisons)
     if empty:
         ev.append(("the analysis found no tool-call markers; " if not placeholder else "")
                   + "comparisons that came back empty: " + "; ".join(empty))
@@ -5285,6 +5285,15 @@ def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
                 + ": no repair, request edit, override or template patch of ours renames a call — offering a tool "
                   "under the misspelt name would hide the fault; constrain the model to the declared names (the "
                   "lazy tool-call grammar enumerates them) or prompt it with the template's format")
+    other = getattr(ex, "other", None) or {}
+    if mistake not in _WHY and other.get("content") \
+            and len(other.get("tool_calls") or []) > len(ex.message.get("tool_calls") or []):
+        # the other fidelity's message, shown below, reads the call: what none does is read it clean
+        fid = "improved" if getattr(ex, "fidelity", "llama.cpp") == "llama.cpp" else "llama.cpp"
+        left = other.get("content") or ""
+        return (f"no change of ours re-parses this output clean to a message with calls: at {fid} fidelity the "
+                f"call is read but text is left ({_q(left, 40) if left.strip(_WS) else repr(left)} in the content), "
+                "so that parse is not clean")
     return _WHY.get(mistake, "no change of ours (repair, request, override, template patch, server setting) "
                              "re-parses this output to a message with calls")
 
