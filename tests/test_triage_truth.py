@@ -7,6 +7,7 @@ from core.chat.request import ChatRequest
 from core.explain.explain import explain
 from core.explain.fixes import offered_names
 from core.explain.model import Setup, build_bundle, called_names
+from core.explain.triage import Mistake
 
 from .test_triage import _row, _run, _template
 
@@ -53,3 +54,14 @@ def test_no_fix_says_the_other_fidelity_reads_the_call_but_leaves_text():
                          "not clean")
     assert tg.sentence == ("the analysis found no tool-call markers; comparisons that came back empty: C1-tools: Is "
                            "the answer wrapped? An answer vs a tool-call turn.")
+
+
+def test_an_empty_output_is_not_called_cut_short_inside_a_call():
+    """A request with tools and an empty output: the parser stops expecting more, but nothing was cut — the model
+    wrote nothing. (A row's request with Qwen3's template, the output emptied.)"""
+    case = {**_row("kept26.jsonl", "kept23-ovms-qwen3coder-old-parser-call-between-prose"), "input": "",
+            "template": "Qwen-Qwen3-0.6B.jinja"}
+    _ex, tg = _run(case)
+    assert tg.mistake == Mistake.NONE
+    assert tg.sentence == "the output is empty: the model wrote nothing (no text, no call)"
+    assert not tg.fixes

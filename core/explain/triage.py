@@ -5314,6 +5314,11 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     if why is not None:
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost,
                                         reexplain=reexplain, expect=expect)
+    if not ex.output.strip(_WS):
+        # nothing was generated: no call was cut and no marker omitted, whatever the parser expected next
+        return Triage(Mistake.NONE, "the output is empty: the model wrote nothing (no text, no call)", [],
+                      no_fix="there is no output to re-parse: only the model (or the server that returned it) "
+                             "can change")
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
     ctx["budget"], ctx["setup"], ctx["reexplain"], ctx["expect"] = budget, setup, reexplain, expect
