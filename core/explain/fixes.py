@@ -7,6 +7,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from ..chat.lossless import markup_of, markup_words
 from ..chat.request import ToolChoice
 from .model import (MARKER_TOKEN, WS, Cause, Fix, FixKind, Setup, called_names, message_of, reasoning_markers,
                    stop_point, tool_stub, trace)
@@ -43,7 +44,7 @@ def candidate_fixes(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[
         cands.append((FixKind.REQUEST, "set parallel_tool_calls to true", {"request": {"parallel_tool_calls": True}},
                       replace(setup, request=replace(req, parallel_tool_calls=True))))
     if Cause.TOOLS_NOT_REQUESTED in causes or Cause.UNKNOWN_TOOL in causes:
-        names = called_names(ex, req)
+        names = offered_names(bundle, ex, req)
         for n in names[:6]:
             tools = list(req.tools or []) + [tool_stub(n)]
             choice = ToolChoice.AUTO if req.tool_choice == ToolChoice.NONE else req.tool_choice
@@ -97,6 +98,13 @@ def candidate_fixes(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[
         seen.add(key)
         out.append(fix)
     return out
+
+
+def offered_names(bundle: Any, ex: Any, req: Any) -> list[str]:
+    """The called names a request fix may offer as a tool: :func:`called_names` without the words of the format's
+    own markup (Harmony's channel name ``final`` after ``<|channel|>`` is no tool the model called)."""
+    own = markup_words(markup_of(bundle.parser, req, getattr(bundle.report, "analysis", None)))
+    return [n for n in called_names(ex, req) if n not in own]
 
 
 def _leaks(bundle: Any, m: Any) -> bool:

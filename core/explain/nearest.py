@@ -1065,7 +1065,7 @@ def sentence_of(edits: list[Edit], output: str) -> str:
             tok = _TOKEN.match(body)
             whole = (_JSON_CALL_START.match(body) and body.endswith("}")) or (tok and len(body) > tok.end() + 10)
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
-                         + ("a whole call or turn more than the format, as requested, reads there" if whole else
+                         + ("a whole call or turn where the format has no place for one" if whole else
                             "which the template's format has no place for"))
         elif e.kind == "move" and _JSON_KEY.match(e.new) and _JSON_KEY.match(e.old):
             key = _JSON_KEY.match(e.new).group(0)

@@ -247,7 +247,7 @@ def _unfound_format(ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any], ev
     family's format when improved fidelity reads no call either; else the format not found."""
     ctx["specific"] = True      # (the analysis' gap, its empty comparisons listed: first whatever the call lacks)
     ev = ev + [e for f in ex.findings if f.cause == Cause.NO_TOOL_FORMAT for e in f.evidence]
-    empty = _empty_comparisons(bundle)
+    empty = [c for c in _empty_comparisons(bundle) if not c.startswith("R")]   # (R…: the reasoning's comparisons)
     if empty:
         ev.append(("the analysis found no tool-call markers; " if not placeholder else "")
                   + "comparisons that came back empty: " + "; ".join(empty))
@@ -1678,6 +1678,7 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                       f"generation prompt opens the reasoning with {_q(r_start)}: the text is what follows "
                       f"{_q(r_ends[0])} (the reasoning was split off before it reached us), so extracting reasoning "
                       "again reads the whole call as reasoning")
+            ctx["headline"] = ev[-1]    # (the nearest output's "the model omitted </think>" is not what happened)
             ctx["why_none"] = (
                 "the text is what follows the reasoning (split off before it reached us), and read as that — without "
                 "reasoning extraction (reasoning_format none) or with the thinking flag off — it still does not "
@@ -5284,6 +5285,15 @@ def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
                 + ": no repair, request edit, override or template patch of ours renames a call — offering a tool "
                   "under the misspelt name would hide the fault; constrain the model to the declared names (the "
                   "lazy tool-call grammar enumerates them) or prompt it with the template's format")
+    other = getattr(ex, "other", None) or {}
+    if mistake not in _WHY and other.get("content") \
+            and len(other.get("tool_calls") or []) > len(ex.message.get("tool_calls") or []):
+        # the other fidelity's message, shown below, reads the call: what none does is read it clean
+        fid = "improved" if getattr(ex, "fidelity", "llama.cpp") == "llama.cpp" else "llama.cpp"
+        left = other.get("content") or ""
+        return (f"no change of ours re-parses this output clean to a message with calls: at {fid} fidelity the "
+                f"call is read but text is left ({_q(left, 40) if left.strip(_WS) else repr(left)} in the content), "
+                "so that parse is not clean")
     return _WHY.get(mistake, "no change of ours (repair, request, override, template patch, server setting) "
                              "re-parses this output to a message with calls")
 
@@ -5304,6 +5314,11 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     if why is not None:
         return _in_transformers_dialect(ex, setup, why, seconds=seconds, parses=parses, parse_cost=parse_cost,
                                         reexplain=reexplain, expect=expect)
+    if not ex.output.strip(_WS):
+        # nothing was generated: no call was cut and no marker omitted, whatever the parser expected next
+        return Triage(Mistake.NONE, "the output is empty: the model wrote nothing (no text, no call)", [],
+                      no_fix="there is no output to re-parse: only the model (or the server that returned it) "
+                             "can change")
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
     ctx["budget"], ctx["setup"], ctx["reexplain"], ctx["expect"] = budget, setup, reexplain, expect

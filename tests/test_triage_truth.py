@@ -1,0 +1,67 @@
+"""Issue 26, "the evidence never states something false": each statement a new maintainer's check found false on a
+development row (kept25 … kept27), now true or gone."""
+
+from __future__ import annotations
+
+from core.chat.request import ChatRequest
+from core.explain.explain import explain
+from core.explain.fixes import offered_names
+from core.explain.model import Setup, build_bundle, called_names
+from core.explain.triage import Mistake
+
+from .test_triage import _row, _run, _template
+
+
+def _explained(set_name: str, case_id: str):
+    case = _row(set_name, case_id)
+    t = _template(case["template"])
+    req = ChatRequest.from_dict(case)
+    s = Setup(t, req, "llama.cpp", {})
+    return explain(t, req, case["input"]), req, build_bundle(s)
+
+
+def test_a_request_fix_offers_no_tool_named_like_the_formats_own_markup():
+    """gpt-oss's answer `<|channel|>final<|message|>…`: `final` is Harmony's channel word, not a called tool."""
+    ex, req, bundle = _explained("kept26.jsonl", "kept23-ovms-harmony-final-call-closer")
+    assert "final" in called_names(ex, req)
+    assert "final" not in offered_names(bundle, ex, req)
+
+
+def _triaged(set_name: str, case_id: str):
+    return _run(_row(set_name, case_id))
+
+
+def test_an_output_whose_reasoning_was_split_off_is_not_said_to_omit_the_reasoning_closer():
+    """MiniMax-M2's calls with the reasoning split off by the engine: the mistake's sentence is the evidence's (the
+    model omitted nothing), and the second call section is not called more than a parallel-calls request reads."""
+    _ex, tg = _triaged("kept25.jsonl", "kept22-smg-minimax-m2-multiple-tools")
+    assert tg.sentence.startswith("the output starts with the call opener `<minimax:tool_call>` and holds no "
+                                  "reasoning text")
+    assert "the reasoning was split off before it reached us" in tg.sentence
+    assert "omitted" not in tg.sentence
+    assert not any("as requested" in e for e in tg.evidence)
+    assert tg.nearest.sentence.endswith("a whole call or turn where the format has no place for one")
+
+
+def test_no_fix_says_the_other_fidelity_reads_the_call_but_leaves_text():
+    """DeepSeek V3's fenced call after a think block: improved fidelity (shown below the triage) reads the call and
+    leaves "\\n\\n" in the content; the empty comparisons named for the missing call markers are the tool ones."""
+    ex, tg = _triaged("kept26.jsonl", "kept23-fastdeploy-dsv3-0324-fenced-call-after-think")
+    assert ex.other["tool_calls"] and ex.other["content"] == "\n\n"
+    assert not tg.fixes
+    assert tg.no_fix == ("no change of ours re-parses this output clean to a message with calls: at improved "
+                         "fidelity the call is read but text is left ('\\n\\n' in the content), so that parse is "
+                         "not clean")
+    assert tg.sentence == ("the analysis found no tool-call markers; comparisons that came back empty: C1-tools: Is "
+                           "the answer wrapped? An answer vs a tool-call turn.")
+
+
+def test_an_empty_output_is_not_called_cut_short_inside_a_call():
+    """A request with tools and an empty output: the parser stops expecting more, but nothing was cut — the model
+    wrote nothing. (A row's request with Qwen3's template, the output emptied.)"""
+    case = {**_row("kept26.jsonl", "kept23-ovms-qwen3coder-old-parser-call-between-prose"), "input": "",
+            "template": "Qwen-Qwen3-0.6B.jinja"}
+    _ex, tg = _run(case)
+    assert tg.mistake == Mistake.NONE
+    assert tg.sentence == "the output is empty: the model wrote nothing (no text, no call)"
+    assert not tg.fixes
