@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from ..chat.lossless import markup_of, markup_words
+from ..chat.lossless import parser_marks
 from ..chat.request import ToolChoice
 from .model import (MARKER_TOKEN, WS, Cause, Fix, FixKind, Setup, called_names, message_of, reasoning_markers,
                    stop_point, tool_stub, trace)
@@ -103,7 +103,7 @@ def candidate_fixes(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[
 def offered_names(bundle: Any, ex: Any, req: Any) -> list[str]:
     """The called names a request fix may offer as a tool: :func:`called_names` without the words of the format's
     own markup (Harmony's channel name ``final`` after ``<|channel|>`` is no tool the model called)."""
-    own = markup_words(markup_of(bundle.parser, req, getattr(bundle.report, "analysis", None)))
+    own = parser_marks(bundle.parser)
     return [n for n in called_names(ex, req) if n not in own]
 
 
