@@ -679,3 +679,17 @@ def test_each_ranked_fix_shows_the_message_it_gives_before_a_click():
     assert len(calls) >= len(fixes) and all(
         [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in v["tool_calls"]]
         == [("get_weather", {"city": "Paris"})] for v in calls), calls
+
+
+def test_an_empty_output_is_said_to_be_empty_not_cut_inside_a_tool_call():
+    """Qwen2.5 with a tool and nothing written: the page says the model wrote nothing, once, with no fix section
+    that says no candidate parses it and no line that it ends inside a tool call."""
+    at = _explain("")
+    texts = [unmd(m.value) for m in at.markdown] + [unmd(w.value) for w in at.warning] \
+        + [unmd(c.value) for c in at.caption]
+    assert "the output is empty: the model wrote nothing (no text, no call)" in texts, texts
+    assert any(t.startswith("Route auto-parser · fidelity llama.cpp · parse incomplete: the output is empty")
+               for t in texts), texts
+    assert any(t.startswith("The output is empty: ") for t in texts), texts
+    assert not [t for t in texts if "inside a tool call" in t or "No candidate change" in t]
+    assert [s.value for s in at.subheader].count("What the model did") == 1

@@ -65,3 +65,19 @@ def test_an_empty_output_is_not_called_cut_short_inside_a_call():
     assert tg.mistake == Mistake.NONE
     assert tg.sentence == "the output is empty: the model wrote nothing (no text, no call)"
     assert not tg.fixes
+
+
+def test_an_empty_output_reads_as_empty_on_every_line_of_the_text_view():
+    """The same empty output: the parse's own line, the cut line and the answer say the output is empty — none says
+    it ends inside a tool call or was truncated (the text view is what `explain` prints)."""
+    from core.explain.present import text_lines
+
+    case = {**_row("kept26.jsonl", "kept23-ovms-qwen3coder-old-parser-call-between-prose"), "input": "",
+            "template": "Qwen-Qwen3-0.6B.jinja"}
+    ex, _tg = _run(case)
+    assert ex.verdict_text == "incomplete: the output is empty"
+    assert ex.answer()["from"] == "triage" and ex.answer()["name"] == "NONE"
+    assert ex.findings == []
+    text = "\n".join(text_lines(ex))
+    assert "no mistake found — the output is empty: the model wrote nothing (no text, no call)" in text
+    assert "ends inside" not in text and "truncated" not in text

@@ -238,6 +238,12 @@ class Explanation:
         return self.entry == MAIN and self.stop is None and self.truncated is None
 
     @property
+    def blank(self) -> bool:
+        """The model wrote nothing (the output is empty or only white space): no structure was entered or cut, whatever
+        the parser would accept next."""
+        return not self.output.strip(" \t\r\n")
+
+    @property
     def suspicious(self) -> bool:
         """A clean parse in which the triage still names a mistake (marker-like text left in the content, a call
         dropped): it is not called clean (issue 26)."""
@@ -266,8 +272,8 @@ class Explanation:
         """What the explanation answers, and which reading decided it: ``from`` ``"triage"`` (its mistake leads;
         the findings agree with it or are what the stop point alone suggests), ``"causes"`` (the triage names no
         mistake: the findings are the answer) or ``"none"`` (nothing to explain); ``name`` and ``text`` of it."""
-        if self.mistake:
-            return {"from": "triage", "name": self.mistake, "text": self.triage.mistake.value,
+        if self.mistake or (self.blank and self.triage is not None):
+            return {"from": "triage", "name": self.triage.mistake.name, "text": self.triage.mistake.value,
                     "sentence": self.triage.sentence}
         if self.findings:
             first = self.findings[0].cause
@@ -281,7 +287,8 @@ class Explanation:
         if self.clean:
             return self.verdict
         if self.entry == MAIN and self.truncated is not None:
-            return f"incomplete: the output ends inside {part_of(self.truncated.path)}"
+            return "incomplete: the output is empty" if self.blank else \
+                f"incomplete: the output ends inside {part_of(self.truncated.path)}"
         return ENTRY_WORDS.get(self.entry, f"recovered ({self.entry})")
 
     @property

@@ -238,6 +238,9 @@ def text_lines(ex: Explanation) -> list[str]:
                f" · parse {ex.verdict_text}")
     for note in ex.notes if ex.entry == "no-parser" else ():
         out += ["", show_invisible(note)]
+    if ex.blank and tg is not None and not ex.mistake:
+        out += ["", f"{tg.mistake.value} — {show_invisible(tg.sentence)}"] \
+            + (["", no_fix_words(tg.no_fix, tg.budget_hit)] if tg.no_fix else [])
     if ex.mistake:
         out += ["", f"mistake: {tg.mistake.value} — {show_invisible(plain_paths(tg.sentence, points))}"]
         if tg.budget_hit:
@@ -282,8 +285,8 @@ def text_lines(ex: Explanation) -> list[str]:
     if ex.stop:
         out += ["", f"stopped at output position {ex.stop.output_pos}: {ex.stop.words()}{_rules(ex.stop.path)}"]
     if ex.truncated:
-        out += ["", f"the output ends inside {part_of(ex.truncated.path)}: {ex.truncated.words()}"
-                f"{_rules(ex.truncated.path)}"]
+        where = "the output is empty" if ex.blank else f"the output ends inside {part_of(ex.truncated.path)}"
+        out += ["", f"{where}: {ex.truncated.words()}{_rules(ex.truncated.path)}"]
     out += ["", "message: " + _message(ex.message)]
     if ex.expect_given:
         out.append(expected_words(ex.expected_difference is None, ex.expected_difference))
@@ -300,7 +303,8 @@ def text_lines(ex: Explanation) -> list[str]:
         if fx.gives_expected is not None:
             out.append("  " + fix_expected_words(fx.gives_expected))
         out.append("  gives: " + _message(fx.message))
-    if not ex.fixes and not ex.clean and not ex.mistake:    # (with a mistake the triage says what helps, or none)
+    if not ex.fixes and not ex.clean and not ex.mistake and not ex.blank:
+        # (with a mistake, or nothing written, the triage says what helps, or none)
         out += ["", "no candidate change parses this output clean"]
     if ex.consistency:
         out += ["", f"WARNING (a bug of this tool): {ex.consistency}"]

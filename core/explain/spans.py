@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from ..chat.mapper import ARGS_CONVERTERS, TOOL_ARGS_AS, normalize_python_value, python_literal_to_json

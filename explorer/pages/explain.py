@@ -206,6 +206,13 @@ if ex["entry"] == "no-parser":   # the template does not render: why, and what w
 
 # ---------------------------------------------------------------- triage: the mistake, nearest output, ranked fixes
 
+# the model wrote nothing: the triage's one sentence and why nothing of ours helps, no fixes below
+wrote_nothing = ex["answer"]["from"] == "triage" and ex["answer"]["name"] == "NONE"
+if wrote_nothing:
+    st.subheader("What the model did")
+    st.markdown(md(tg["sentence"]))
+    said = no_fix_words(tg.get("no_fix") or "", bool(tg.get("budget_hit")))
+    st.caption(md_code(said[:1].upper() + said[1:]))
 if tg.get("mistake") not in (None, "NONE"):
     st.subheader("What the model did")
     points = [ex["stop"], ex["truncated"]]
@@ -321,7 +328,8 @@ if stop is not None:
     if stop.get("path"):
         st.caption("Hover the ? icon for the parser's grammar rules at that point.", help=md(" > ".join(stop["path"])))
 if ex["truncated"] is not None:
-    st.warning(md_code(f"The output ends inside {part_of(ex['truncated']['path'])}: {ex['truncated']['words']}"))
+    where = "The output is empty" if wrote_nothing else f"The output ends inside {part_of(ex['truncated']['path'])}"
+    st.warning(md_code(f"{where}: {ex['truncated']['words']}"))
     if ex["truncated"].get("path"):
         st.caption("Hover the ? icon for the parser's grammar rules at that point.",
                    help=md(" > ".join(ex["truncated"]["path"])))
@@ -416,7 +424,7 @@ def _fix_words(fx: dict) -> str:
 
 if ex["parse_clean"] and not ex["fixes"]:
     pass            # nothing to fix: no "Fixes" section at all
-elif not ex["fixes"] and tg.get("mistake") not in (None, "NONE"):
+elif not ex["fixes"] and (tg.get("mistake") not in (None, "NONE") or wrote_nothing):
     pass            # the ranked fixes above say what helps (or that nothing of ours does); "no candidate" here
                     # contradicted a ranked fix offered a screen up
 else:
