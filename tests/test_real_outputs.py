@@ -121,7 +121,13 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   platform-patch unit tests (vLLM's GLM-4.5 / GLM-4.7, MiniMax M2 and DeepSeek V4 tool parsers as it patches them, its
   own MiniMax M3 tool and reasoning parsers, DeepSeek V4's thinking defaults), a project no earlier set mined, each
   family with its model's own template (five families), each with the message the test asserts; 19 in 27 expect a
-  tool call (the pool held no more). Nobody writes repairs from it."""
+  tool call (the pool held no more). Nobody writes repairs from it.
+- ``real_outputs_kept26``: the twenty-sixth kept-aside batch, outputs fed to their parsers by ms-swift's agent-template
+  and template-alignment tests (MiniCPM5's argument types, Kimi K3's XTML tool section, DeepSeek-V4-Flash-0731's DSML
+  round trip) and litellm's Ollama chat tests (Qwen3, DeepSeek-R1 `<think>` in content), projects no earlier set
+  mined, each family with its model's own template (five families), each with the message the test asserts; 7 in 9
+  expect a tool call (the pool held no more: chat-ui, text-generation-inference and the BFCL handlers gave none).
+  Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -266,6 +272,8 @@ PASS = {
     "real_outputs_kept24": {("llama.cpp", "kept24"): 21, ("improved", "kept24"): 37},
     # kept aside, first measure 20 / 24 (docs/realset-baseline.md "Twenty-fifth kept-aside batch")
     "real_outputs_kept25": {("llama.cpp", "kept25"): 20, ("improved", "kept25"): 24},
+    # kept aside, first measure 6 / 7 (docs/realset-baseline.md "Twenty-sixth kept-aside batch")
+    "real_outputs_kept26": {("llama.cpp", "kept26"): 6, ("improved", "kept26"): 7},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -299,6 +307,7 @@ SETS = {
     "real_outputs_kept23": (50, 11, {"kept23"}, True),
     "real_outputs_kept24": (50, 10, {"kept24"}, True),
     "real_outputs_kept25": (27, 5, {"kept25"}, True),
+    "real_outputs_kept26": (9, 5, {"kept26"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -343,6 +352,13 @@ DELIBERATELY_OTHER = {
         "reasoning parser (which needs <think>) gives it as content (as llama.cpp does), improved reads it as "
         "reasoning from its first character, as vLLM's deepseek_r1 / seed_oss reasoning parsers and SGLang's "
         "force_reasoning do (the repair's sources, q3-without-think; docs/fidelity-reasoning.md)",
+    # the twenty-sixth kept-aside batch (first measure)
+    "kept26-litellm-ollama-chat-qwen3-no-tool-calls":
+        "reasoning-end-without-start: Qwen3 with thinking left unset (on, as its template defaults) and a text with no "
+        "reasoning marker at all; litellm's Ollama chat config gives it as content (Ollama had already split any "
+        "thinking off; as llama.cpp does), improved reads it as reasoning from its first character, as vLLM's "
+        "deepseek_r1 / seed_oss reasoning parsers and SGLang's force_reasoning do (the repair's sources, "
+        "q3-without-think; docs/fidelity-reasoning.md)",
 }
 # words the lossless check finds lost, per set and fidelity, where a kept-aside batch found a loss on its first
 # measure (nobody writes repairs from a kept-aside batch; the loss is reported, pinned exactly, and goes when fixed):
@@ -384,7 +400,7 @@ TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.
                             "kept16.jsonl", "kept18.jsonl", "kept19.jsonl", "kept20.jsonl",
                             "kept21.jsonl", "kept22.jsonl", "kept23.jsonl", "kept24.jsonl", "kept25.jsonl",
                             "kept26.jsonl", "kept28.jsonl",
-                            "kept29.jsonl"}
+                            "kept29.jsonl", "kept30.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -400,7 +416,8 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept18", "real_outputs_kept19",
                                        "real_outputs_kept20", "real_outputs_kept21",
                                        "real_outputs_kept22", "real_outputs_kept23",
-                                       "real_outputs_kept24", "real_outputs_kept25"])
+                                       "real_outputs_kept24", "real_outputs_kept25",
+                                       "real_outputs_kept26"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]

@@ -191,7 +191,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   each family on its model's own template; 7 rows), by a rule committed before explain ran (``scripts/triage_queue.py
   kept29``), labelled by the labelling guide's decision order and committed before the triage ran, scored once (6/7
   cause, 7/7 fix, 3/3 nearest; ``python scripts/triage_kept7_score.py --set kept29.jsonl``; "Thirty-first batch:
-  kept29.jsonl (kept aside)")."""
+  kept29.jsonl (kept aside)").
+- ``kept30.jsonl``: the thirty-second batch, split ``"kept30"``, kept aside: the whole failing queue of
+  ``tests/data/real_outputs_kept26/`` (ms-swift's agent-template and template tests: Kimi K3, DeepSeek-V4-Flash-0731,
+  MiniCPM5, each family on its model's own template; 3 rows), by a rule committed before explain ran
+  (``scripts/triage_queue.py kept30``), labelled by the labelling guide's decision order and committed before the
+  triage ran, scored once (3/3 cause, 3/3 fix, 2/2 nearest; ``python scripts/triage_kept7_score.py --set
+  kept30.jsonl``; "Thirty-second batch: kept30.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -459,6 +465,9 @@ SCORES = {
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-first batch"); the one cause miss is
     # MiniMax M3's text before a mid-answer think block (LEADING_TEXT by hand, REASONING_SETTING said)
     "kept29.jsonl": {"kept29": (6, 7, 3, 3)},
+    # kept aside: first run at the labelled commit (docs/explain.md "Thirty-second batch"); two repeated reasoning
+    # openers (Kimi K3's think channel, DeepSeek-V4-Flash-0731's <think>) and a nullable string's null
+    "kept30.jsonl": {"kept30": (3, 3, 2, 2)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -471,7 +480,8 @@ SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 1
          "kept26.jsonl": 28,
          "kept27.jsonl": 1,
          "kept28.jsonl": 29,
-         "kept29.jsonl": 7}
+         "kept29.jsonl": 7,
+         "kept30.jsonl": 3}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -718,6 +728,13 @@ def test_the_thirty_first_batch_is_the_whole_failing_queue_of_real_outputs_kept2
     tests, each family on its model's own template; no NONE row)."""
     _check_queue_batch("kept29.jsonl", ["real_outputs_kept25"], prefix="", split="kept29", size=7, templates=4,
                        causes=4, fix_why=True)
+
+
+def test_the_thirty_second_batch_is_the_whole_failing_queue_of_real_outputs_kept26():
+    """kept30: the whole failing queue of tests/data/real_outputs_kept26/ (3 rows: ms-swift's agent-template and
+    template tests, each family on its model's own template; one NONE row, a nullable string's null)."""
+    _check_queue_batch("kept30.jsonl", ["real_outputs_kept26"], prefix="", split="kept30", size=3, templates=3,
+                       causes=2, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
