@@ -127,7 +127,12 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   round trip) and litellm's Ollama chat tests (Qwen3, DeepSeek-R1 `<think>` in content), projects no earlier set
   mined, each family with its model's own template (five families), each with the message the test asserts; 7 in 9
   expect a tool call (the pool held no more: chat-ui, text-generation-inference and the BFCL handlers gave none).
-  Nobody writes repairs from it."""
+  Nobody writes repairs from it.
+- ``real_outputs_kept27``: the twenty-seventh kept-aside batch, outputs fed to their rollout parsers by training and
+  RL frameworks' tests (AReaL's SGLang-backed Qwen3 call parsing, rllm's Qwen, Llama 3.1 / 3.2, renderer and tinker
+  parsers, ROLL's Qwen3.5 and Qwen3-Coder parsers), projects no earlier set mined, each family with its model's own
+  template (five families), each with the message the test asserts; 11 in 17 expect a tool call (the pool held no
+  more). Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -274,6 +279,8 @@ PASS = {
     "real_outputs_kept25": {("llama.cpp", "kept25"): 20, ("improved", "kept25"): 24},
     # kept aside, first measure 6 / 7 (docs/realset-baseline.md "Twenty-sixth kept-aside batch")
     "real_outputs_kept26": {("llama.cpp", "kept26"): 6, ("improved", "kept26"): 7},
+    # kept aside, first measure 6 / 16 (docs/realset-baseline.md "Twenty-seventh kept-aside batch")
+    "real_outputs_kept27": {("llama.cpp", "kept27"): 6, ("improved", "kept27"): 16},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -308,6 +315,7 @@ SETS = {
     "real_outputs_kept24": (50, 10, {"kept24"}, True),
     "real_outputs_kept25": (27, 5, {"kept25"}, True),
     "real_outputs_kept26": (9, 5, {"kept26"}, True),
+    "real_outputs_kept27": (17, 5, {"kept27"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -359,6 +367,12 @@ DELIBERATELY_OTHER = {
         "thinking off; as llama.cpp does), improved reads it as reasoning from its first character, as vLLM's "
         "deepseek_r1 / seed_oss reasoning parsers and SGLang's force_reasoning do (the repair's sources, "
         "q3-without-think; docs/fidelity-reasoning.md)",
+    # the twenty-seventh kept-aside batch (first measure)
+    "kept27-roll-qwen35-literal-eos-marker-in-content":
+        "trailing-end-of-turn: the text ends in <|im_end|> and a line break; ROLL keeps it as content because the "
+        "sampled token ids do not end with the eos token (the model wrote the marker as text), as llama.cpp keeps "
+        "it; improved, which has the text and no token ids, drops an end-of-turn token the output ends with (vLLM "
+        "and SGLang skip special tokens, so their parsers never see it: the repair's source; docs/fidelity.md)",
 }
 # words the lossless check finds lost, per set and fidelity, where a kept-aside batch found a loss on its first
 # measure (nobody writes repairs from a kept-aside batch; the loss is reported, pinned exactly, and goes when fixed):
@@ -400,7 +414,7 @@ TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.
                             "kept16.jsonl", "kept18.jsonl", "kept19.jsonl", "kept20.jsonl",
                             "kept21.jsonl", "kept22.jsonl", "kept23.jsonl", "kept24.jsonl", "kept25.jsonl",
                             "kept26.jsonl", "kept28.jsonl",
-                            "kept29.jsonl", "kept30.jsonl"}
+                            "kept29.jsonl", "kept30.jsonl", "kept31.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -417,7 +431,7 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept20", "real_outputs_kept21",
                                        "real_outputs_kept22", "real_outputs_kept23",
                                        "real_outputs_kept24", "real_outputs_kept25",
-                                       "real_outputs_kept26"])
+                                       "real_outputs_kept26", "real_outputs_kept27"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]

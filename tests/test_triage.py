@@ -197,7 +197,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   MiniCPM5, each family on its model's own template; 3 rows), by a rule committed before explain ran
   (``scripts/triage_queue.py kept30``), labelled by the labelling guide's decision order and committed before the
   triage ran, scored once (3/3 cause, 3/3 fix, 2/2 nearest; ``python scripts/triage_kept7_score.py --set
-  kept30.jsonl``; "Thirty-second batch: kept30.jsonl (kept aside)")."""
+  kept30.jsonl``; "Thirty-second batch: kept30.jsonl (kept aside)").
+- ``kept31.jsonl``: the thirty-third batch, split ``"kept31"``, kept aside: the whole failing queue of
+  ``tests/data/real_outputs_kept27/`` (training and RL frameworks' rollout parser tests: AReaL, rllm, ROLL on Qwen3,
+  Qwen3.5, Qwen3-Coder, Llama 3.1 / 3.2, each family on its model's own template; 11 rows), by a rule committed before
+  explain ran (``scripts/triage_queue.py kept31``), labelled by the labelling guide's decision order and committed
+  before the triage ran, scored once (11/11 cause, 11/11 fix, 7/7 nearest; ``python scripts/triage_kept7_score.py
+  --set kept31.jsonl``; "Thirty-third batch: kept31.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -468,6 +474,9 @@ SCORES = {
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-second batch"); two repeated reasoning
     # openers (Kimi K3's think channel, DeepSeek-V4-Flash-0731's <think>) and a nullable string's null
     "kept30.jsonl": {"kept30": (3, 3, 2, 2)},
+    # kept aside: first run at the labelled commit (docs/explain.md "Thirty-third batch"); every row a class the
+    # earlier batches taught the rules (the end-of-turn token kept, Qwen's line breaks, <|python_tag|>, the arguments key)
+    "kept31.jsonl": {"kept31": (11, 11, 7, 7)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -481,7 +490,7 @@ SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 1
          "kept27.jsonl": 1,
          "kept28.jsonl": 29,
          "kept29.jsonl": 7,
-         "kept30.jsonl": 3}
+         "kept30.jsonl": 3, "kept31.jsonl": 11}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -735,6 +744,11 @@ def test_the_thirty_second_batch_is_the_whole_failing_queue_of_real_outputs_kept
     template tests, each family on its model's own template; one NONE row, a nullable string's null)."""
     _check_queue_batch("kept30.jsonl", ["real_outputs_kept26"], prefix="", split="kept30", size=3, templates=3,
                        causes=2, fix_why=True)
+def test_the_thirty_third_batch_is_the_whole_failing_queue_of_real_outputs_kept27():
+    """kept31: the whole failing queue of tests/data/real_outputs_kept27/ (11 rows: AReaL's, rllm's and ROLL's rollout
+    parser tests, each family on its model's own template; no NONE row)."""
+    _check_queue_batch("kept31.jsonl", ["real_outputs_kept27"], prefix="", split="kept31", size=11, templates=5,
+                       causes=4, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
