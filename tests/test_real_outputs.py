@@ -127,7 +127,13 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   round trip) and litellm's Ollama chat tests (Qwen3, DeepSeek-R1 `<think>` in content), projects no earlier set
   mined, each family with its model's own template (five families), each with the message the test asserts; 7 in 9
   expect a tool call (the pool held no more: chat-ui, text-generation-inference and the BFCL handlers gave none).
-  Nobody writes repairs from it."""
+  Nobody writes repairs from it.
+- ``real_outputs_kept28``: the twenty-eighth kept-aside batch, outputs the model makers' own repositories feed to
+  their own parsers (openai/harmony's C++ port tests: gpt-oss messages parsed from text; MiniMax-M1's Portuguese
+  function-call guide), each family with its model's own template (two families), each with the message the test or
+  guide states; 1 in 4 expects a tool call (the pool held no more: mistral-common's parser tests feed token ids,
+  llama-models' tool utilities formats no template writes, gpt-oss's tests assert status codes). Nobody writes repairs
+  from it."""
 
 from __future__ import annotations
 
@@ -274,6 +280,8 @@ PASS = {
     "real_outputs_kept25": {("llama.cpp", "kept25"): 20, ("improved", "kept25"): 24},
     # kept aside, first measure 6 / 7 (docs/realset-baseline.md "Twenty-sixth kept-aside batch")
     "real_outputs_kept26": {("llama.cpp", "kept26"): 6, ("improved", "kept26"): 7},
+    # kept aside, first measure 0 / 1 (docs/realset-baseline.md "Twenty-eighth kept-aside batch")
+    "real_outputs_kept28": {("llama.cpp", "kept28"): 0, ("improved", "kept28"): 1},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -308,6 +316,7 @@ SETS = {
     "real_outputs_kept24": (50, 10, {"kept24"}, True),
     "real_outputs_kept25": (27, 5, {"kept25"}, True),
     "real_outputs_kept26": (9, 5, {"kept26"}, True),
+    "real_outputs_kept28": (4, 2, {"kept28"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -417,7 +426,7 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept20", "real_outputs_kept21",
                                        "real_outputs_kept22", "real_outputs_kept23",
                                        "real_outputs_kept24", "real_outputs_kept25",
-                                       "real_outputs_kept26"])
+                                       "real_outputs_kept26", "real_outputs_kept28"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
