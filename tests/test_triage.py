@@ -197,7 +197,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   MiniCPM5, each family on its model's own template; 3 rows), by a rule committed before explain ran
   (``scripts/triage_queue.py kept30``), labelled by the labelling guide's decision order and committed before the
   triage ran, scored once (3/3 cause, 3/3 fix, 2/2 nearest; ``python scripts/triage_kept7_score.py --set
-  kept30.jsonl``; "Thirty-second batch: kept30.jsonl (kept aside)")."""
+  kept30.jsonl``; "Thirty-second batch: kept30.jsonl (kept aside)").
+- ``kept32.jsonl``: the thirty-fourth batch, split ``"kept32"``, kept aside: the whole failing queue of
+  ``tests/data/real_outputs_kept28/`` (the model makers' own repositories: openai/harmony's C++ port parser tests for
+  gpt-oss, MiniMax-M1's Portuguese function-call guide, each family on its model's own template; 4 rows), by a rule
+  committed before explain ran (``scripts/triage_queue.py kept32``), labelled by the labelling guide's decision order
+  and committed before the triage ran, scored once (3/4 cause, 4/4 fix, 0/0 nearest; ``python
+  scripts/triage_kept7_score.py --set kept32.jsonl``; "Thirty-fourth batch: kept32.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -468,6 +474,10 @@ SCORES = {
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-second batch"); two repeated reasoning
     # openers (Kimi K3's think channel, DeepSeek-V4-Flash-0731's <think>) and a nullable string's null
     "kept30.jsonl": {"kept30": (3, 3, 2, 2)},
+    # kept aside: first run at the labelled commit (docs/explain.md "Thirty-fourth batch"); the one cause miss is
+    # MiniMax-M1's <think> block under a template with no reasoning markers (TEMPLATE_MODEL_MISMATCH by hand,
+    # FORMAT_NOT_FOUND said); three harmony texts repeating the prompt's <|start|>assistant
+    "kept32.jsonl": {"kept32": (3, 4, 0, 0)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -481,7 +491,8 @@ SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 1
          "kept27.jsonl": 1,
          "kept28.jsonl": 29,
          "kept29.jsonl": 7,
-         "kept30.jsonl": 3}
+         "kept30.jsonl": 3,
+         "kept32.jsonl": 4}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -734,6 +745,13 @@ def test_the_thirty_second_batch_is_the_whole_failing_queue_of_real_outputs_kept
     """kept30: the whole failing queue of tests/data/real_outputs_kept26/ (3 rows: ms-swift's agent-template and
     template tests, each family on its model's own template; one NONE row, a nullable string's null)."""
     _check_queue_batch("kept30.jsonl", ["real_outputs_kept26"], prefix="", split="kept30", size=3, templates=3,
+                       causes=2, fix_why=True)
+
+
+def test_the_thirty_fourth_batch_is_the_whole_failing_queue_of_real_outputs_kept28():
+    """kept32: the whole failing queue of tests/data/real_outputs_kept28/ (4 rows: harmony's C++ port tests for
+    gpt-oss and MiniMax-M1's guide, each family on its model's own template; no NONE row)."""
+    _check_queue_batch("kept32.jsonl", ["real_outputs_kept28"], prefix="", split="kept32", size=4, templates=2,
                        causes=2, fix_why=True)
 
 
