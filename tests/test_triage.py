@@ -203,7 +203,13 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   Qwen3.5, Qwen3-Coder, Llama 3.1 / 3.2, each family on its model's own template; 11 rows), by a rule committed before
   explain ran (``scripts/triage_queue.py kept31``), labelled by the labelling guide's decision order and committed
   before the triage ran, scored once (11/11 cause, 11/11 fix, 7/7 nearest; ``python scripts/triage_kept7_score.py
-  --set kept31.jsonl``; "Thirty-third batch: kept31.jsonl (kept aside)")."""
+  --set kept31.jsonl``; "Thirty-third batch: kept31.jsonl (kept aside)").
+- ``kept32.jsonl``: the thirty-fourth batch, split ``"kept32"``, kept aside: the whole failing queue of
+  ``tests/data/real_outputs_kept28/`` (the model makers' own repositories: openai/harmony's C++ port parser tests for
+  gpt-oss, MiniMax-M1's Portuguese function-call guide, each family on its model's own template; 4 rows), by a rule
+  committed before explain ran (``scripts/triage_queue.py kept32``), labelled by the labelling guide's decision order
+  and committed before the triage ran, scored once (3/4 cause, 4/4 fix, 0/0 nearest; ``python
+  scripts/triage_kept7_score.py --set kept32.jsonl``; "Thirty-fourth batch: kept32.jsonl (kept aside)")."""
 
 from __future__ import annotations
 
@@ -477,6 +483,10 @@ SCORES = {
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-third batch"); every row a class the
     # earlier batches taught the rules (the end-of-turn token kept, Qwen's line breaks, <|python_tag|>, the arguments key)
     "kept31.jsonl": {"kept31": (11, 11, 7, 7)},
+    # kept aside: first run at the labelled commit (docs/explain.md "Thirty-fourth batch"); the one cause miss is
+    # MiniMax-M1's <think> block under a template with no reasoning markers (TEMPLATE_MODEL_MISMATCH by hand,
+    # FORMAT_NOT_FOUND said); three harmony texts repeating the prompt's <|start|>assistant
+    "kept32.jsonl": {"kept32": (3, 4, 0, 0)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -490,7 +500,7 @@ SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 1
          "kept27.jsonl": 1,
          "kept28.jsonl": 29,
          "kept29.jsonl": 7,
-         "kept30.jsonl": 3, "kept31.jsonl": 11}
+         "kept30.jsonl": 3, "kept31.jsonl": 11, "kept32.jsonl": 4}
 SETS = {name: [json.loads(line) for line in open(ROOT / "tests" / "data" / "triage" / name, encoding="utf-8")]
         for name in SIZES}
 CASES = SETS["cases.jsonl"]
@@ -749,6 +759,13 @@ def test_the_thirty_third_batch_is_the_whole_failing_queue_of_real_outputs_kept2
     parser tests, each family on its model's own template; no NONE row)."""
     _check_queue_batch("kept31.jsonl", ["real_outputs_kept27"], prefix="", split="kept31", size=11, templates=5,
                        causes=4, fix_why=True)
+
+
+def test_the_thirty_fourth_batch_is_the_whole_failing_queue_of_real_outputs_kept28():
+    """kept32: the whole failing queue of tests/data/real_outputs_kept28/ (4 rows: harmony's C++ port tests for
+    gpt-oss and MiniMax-M1's guide, each family on its model's own template; no NONE row)."""
+    _check_queue_batch("kept32.jsonl", ["real_outputs_kept28"], prefix="", split="kept32", size=4, templates=2,
+                       causes=2, fix_why=True)
 
 
 @pytest.mark.parametrize("case", [c for n in ("kept2.jsonl", "kept3.jsonl", "kept4.jsonl") for c in SETS[n]
