@@ -900,6 +900,12 @@ AGREEMENT = {
     "kept28-kept29": {"labellers": (31, 36), "within_second": (31, 36), "triage_first": (27, 36),
                       "triage_second": (26, 36), "triage_either": (28, 36), "consensus_cause": (25, 31),
                       "consensus_both": (25, 31)},
+    # kept aside, both labellers following the guide: kept30 (3 rows), kept31 (11), kept32 (4); first measure, on the
+    # rules of the eighteenth round (the second labeller saw the first label of kept32's MiniMax-M1 row by mistake and
+    # said so; the two still differ there, so it counts in no agreed row)
+    "kept30-kept32": {"labellers": (17, 18), "within_second": (18, 18), "triage_first": (17, 18),
+                      "triage_second": (18, 18), "triage_either": (18, 18), "consensus_cause": (17, 17),
+                      "consensus_both": (17, 17)},
 }
 
 
