@@ -180,18 +180,20 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   (google/adk-python#5024, DeepSeek-V3's own call markup left as text), scored once (1/1 cause, 1/1 fix, 0/0 nearest;
   ``python scripts/triage_kept7_score.py --set kept27.jsonl``; "Twenty-ninth batch: kept27.jsonl (was kept aside, public
   reports, now dev)").
-- ``kept28.jsonl``: the thirtieth batch, split ``"kept28"``, kept aside: the whole failing queue of
+- ``kept28.jsonl``: the thirtieth batch, kept aside (split ``"kept28"``) and dev since the nineteenth round of
+  rules (its rows say ``"split": "dev"``): the whole failing queue of
   ``tests/data/real_outputs_kept24/`` (the SMG gateway's and SGLang's Rust router's test files no earlier set used,
   each family on its model's own template; 29 rows), by a rule committed before explain ran (``scripts/triage_queue.py
   kept28``), labelled by the labelling guide's decision order and committed before the triage ran, scored once (21/29
   cause, 27/29 fix, 22/24 nearest; ``python scripts/triage_kept7_score.py --set kept28.jsonl``; "Thirtieth batch:
-  kept28.jsonl (kept aside)").
-- ``kept29.jsonl``: the thirty-first batch, split ``"kept29"``, kept aside: the whole failing queue of
+  kept28.jsonl (was kept aside, now dev)").
+- ``kept29.jsonl``: the thirty-first batch, kept aside (split ``"kept29"``) and dev since the nineteenth round of
+  rules (its rows say ``"split": "dev"``): the whole failing queue of
   ``tests/data/real_outputs_kept25/`` (vllm-ascend's platform-patch parser tests: GLM-4.5, MiniMax M2 / M3, DeepSeek V4,
   each family on its model's own template; 7 rows), by a rule committed before explain ran (``scripts/triage_queue.py
   kept29``), labelled by the labelling guide's decision order and committed before the triage ran, scored once (6/7
   cause, 7/7 fix, 3/3 nearest; ``python scripts/triage_kept7_score.py --set kept29.jsonl``; "Thirty-first batch:
-  kept29.jsonl (kept aside)")."""
+  kept29.jsonl (was kept aside, now dev)")."""
 
 from __future__ import annotations
 
@@ -709,14 +711,14 @@ def test_the_twenty_eighth_batch_is_the_whole_failing_queue_of_real_outputs_kept
 def test_the_thirtieth_batch_is_the_whole_failing_queue_of_real_outputs_kept24():
     """kept28: the whole failing queue of tests/data/real_outputs_kept24/ (29 rows: the SMG gateway's and SGLang's
     Rust router's test files no earlier set used, each family on its model's own template; no NONE row)."""
-    _check_queue_batch("kept28.jsonl", ["real_outputs_kept24"], prefix="", split="kept28", size=29, templates=8,
+    _check_queue_batch("kept28.jsonl", ["real_outputs_kept24"], prefix="", split="dev", size=29, templates=8,
                        causes=8, fix_why=True)
 
 
 def test_the_thirty_first_batch_is_the_whole_failing_queue_of_real_outputs_kept25():
     """kept29: the whole failing queue of tests/data/real_outputs_kept25/ (7 rows: vllm-ascend's platform-patch parser
     tests, each family on its model's own template; no NONE row)."""
-    _check_queue_batch("kept29.jsonl", ["real_outputs_kept25"], prefix="", split="kept29", size=7, templates=4,
+    _check_queue_batch("kept29.jsonl", ["real_outputs_kept25"], prefix="", split="dev", size=7, templates=4,
                        causes=4, fix_why=True)
 
 
@@ -2892,3 +2894,76 @@ def test_nearest_output_edit_kinds(set_name, case_id, edits):
     assert tg.nearest.message["tool_calls"]
     if edits[0][0] == "move":
         assert tg.nearest.sentence.startswith('the model wrote the member `"name"` after `"arguments"`')
+
+
+# The nineteenth round (docs/explain.md, "Nineteenth round of rules"): the cause from the structure, not from a row
+
+
+@pytest.mark.parametrize("set_name, case_id, first, second", [
+    # the nearest output deletes the `;`-joined tail (text after the call) and `<|python_tag|>` (a control token
+    # before the call, at position 0): the same step, the first by position
+    ("kept28.jsonl", "kept24-smg-llama-semicolon-separation", Mistake.FOREIGN_WRAPPER, Mistake.TRAILING_TEXT),
+    ("kept26.jsonl", "kept23-ovms-llama3-response-python-tag-three-calls", Mistake.FOREIGN_WRAPPER,
+     Mistake.TRAILING_TEXT),
+    # `"arguments"` for `"parameters"` (step 5) and `<|python_tag|>` after prose (step 4): the first by step
+    ("kept28.jsonl", "kept24-sglrouter-llama-with-text-before", Mistake.FOREIGN_WRAPPER, Mistake.FIELD_ALIAS),
+])
+def test_the_first_edit_of_the_nearest_output_names_the_mistake(set_name, case_id, first, second):
+    _ex, tg = _scored_run(_row(set_name, case_id))
+    assert tg.mistake == first
+    how = "step" if second == Mistake.FIELD_ALIAS else "position"
+    assert tg.sentence == "the model wrote `<|python_tag|>`, which the template's format has no place for — the " \
+        f"first fault by {how} (the second: {second.value})"
+
+
+def test_each_edit_of_a_nearest_output_has_the_cause_of_the_table():
+    from core.explain.nearest import _context
+    from core.explain.triage import _first_edit_fault, edit_mistake
+    c = _row("kept28.jsonl", "kept24-smg-llama-semicolon-separation")
+    ex, tg = _scored_run(c)
+    setup = _Setup(_template(c["template"]), ChatRequest.from_dict(c), "llama.cpp", {})
+    ctx = {**_context(setup, _build(setup)), "setup": setup}
+    # (by output position: the search may list its edits in another order)
+    assert sorted((e.pos, e.kind, edit_mistake(e, ex.output, ctx)) for e in tg.nearest.edits) == [
+        (0, "delete", Mistake.FOREIGN_WRAPPER), (49, "delete", Mistake.TRAILING_TEXT)]
+    # a reading of the setup (step 2) is no edit's cause: never overruled
+    assert _first_edit_fault(Mistake.REASONING_SETTING, ex, (tg.nearest.edits, None), ctx) is None
+    # a second whole call deleted where the request allows no parallel calls: the edit alone does not say
+    # (step 2's parallel setting or text after the call), so the named fault stands
+    c2 = _row("cases.jsonl", "ollama-ai-provider-11-two-json-calls")
+    ex2, tg2 = _scored_run(c2)
+    assert tg2.mistake == Mistake.FIELD_ALIAS
+    assert "the first fault by" not in tg2.sentence
+
+
+def test_whitespace_inside_the_markup_comes_before_a_fault_inside_the_call():
+    # GLM's `test_func↵<arg_key>` where the template writes them glued (step 4), then Python's `True` (step 5)
+    _ex, tg = _scored_run(_row("kept25.jsonl", "kept22-sglrouter-glm4-python-literals"))
+    assert tg.mistake == Mistake.OMITTED_MARKER
+    assert tg.sentence.startswith("the output writes `↵` after `test_func` at output position 20")
+    assert tg.sentence.endswith("(the second, later in the output: argument of the wrong type)")
+
+
+def test_json_layout_is_no_whitespace_inside_the_markup():
+    from core.explain.triage import _json_layout
+    c = _row("kept28.jsonl", "kept24-smg-qwen-real-world-output")
+    out = c["input"]
+    at = out.index("{\n    \"name\"") + 1
+    assert _json_layout(out, at, at + 5) is True            # `{` ↵␣␣␣␣ `"name"`: JSON's own layout
+    tc = out.index("<tool_call>") + len("<tool_call>")
+    assert _json_layout(out, tc, tc + 1) is False           # `<tool_call>` ↵ `{`: the template's markup
+    _ex, tg = _scored_run(c)
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    assert "whitespace written inside the markup" not in tg.sentence
+
+
+@pytest.mark.parametrize("set_name, case_id, lead, opener", [
+    ("kept28.jsonl", "kept24-smg-reasoning-qwen3-streaming", "normal␣text", "<think>"),
+    ("kept29.jsonl", "kept25-vllm-ascend-minimax-m3-reasoning-content-around-think", "prefix", "<mm:think>"),
+])
+def test_text_before_a_reasoning_block_the_prompt_leaves_to_the_model(set_name, case_id, lead, opener):
+    _ex, tg = _scored_run(_row(set_name, case_id))
+    assert tg.mistake == Mistake.LEADING_TEXT
+    assert tg.sentence.startswith(f"the output writes `{lead}` before the reasoning opener `{opener}`; the "
+                                  "generation prompt opens no reasoning")
+    assert not tg.fixes and tg.no_fix
