@@ -936,6 +936,7 @@ GUIDE_STEP = {
 }
 _ID_MEMBER = re.compile(r',\s?"id"\s?:')
 _PY_WORDS = ("True", "False", "None")
+_WORDY = re.compile(r"[A-Za-z0-9]")
 _QUOTED = re.compile(r'"[^"\\\n]{1,64}"')
 
 
@@ -980,7 +981,9 @@ def edit_mistake(e: Edit, out: str, ctx: dict[str, Any]) -> Mistake | None:
             return Mistake.FIELD_ALIAS
         if old in _PY_WORDS:
             return Mistake.TYPE_MISMATCH
-        return Mistake.OMITTED_MARKER           # a piece replaced by another string in its place
+        if not _WORDY.search(old) or _SPECIAL_SHAPE.fullmatch(old) or _TOKEN.fullmatch(old):
+            return Mistake.OMITTED_MARKER       # a piece replaced by another string (punctuation, one marker)
+        return None     # (text with markup around it replaced: two call blocks joined, text between them)
     return None
 
 
