@@ -1004,20 +1004,19 @@ def _first_edit_fault(mistake: Mistake, ex: Any, near: tuple[list[Edit], _Parsed
     """The labelling guide's "two faults in one output" read from the nearest output, whose edits are the model's
     mistakes: where the mistake named is the cause of one edit (:func:`edit_mistake`) while another edit comes first
     — by the guide's step (:data:`GUIDE_STEP`), then by output position — that first edit's cause is the mistake and
-    the named one the second. Every edit must have a cause; a reading of the setup (step 2, no
-    edit's cause) is never overruled. None otherwise (no parse)."""
-    if not near or len(near[0]) < 2 or len(near[0]) > MAX_EDITS or mistake not in GUIDE_STEP:
+    the named one the second. Every edit must have a cause; a reading of the setup (step 2, no edit's cause) is
+    never overruled. None otherwise (no parse)."""
+    if not near or len(near[0]) < 2 or len(near[0]) > MAX_EDITS:
         return None
     out = ex.output
     read = [(edit_mistake(e, out, ctx), e) for e in _shift(near[0])]
-    if not any(m == mistake for m, _ in read):
+    known = [(m, e) for m, e in read if m is not None]
+    if len(known) < len(read) or not any(m == mistake for m, _ in known):
         return None
-    if any(m is None for m, _ in read):
-        return None
-    first_m, first_e = min(read, key=lambda x: (GUIDE_STEP[x[0]], x[1].pos))  # type: ignore[index]
+    first_m, first_e = min(known, key=lambda x: (GUIDE_STEP[x[0]], x[1].pos))
     if first_m == mistake:
         return None
-    how = "step" if GUIDE_STEP[first_m] < GUIDE_STEP[mistake] else "position"  # type: ignore[index]
+    how = "step" if GUIDE_STEP[first_m] < GUIDE_STEP[mistake] else "position"
     return first_m, sentence_of([first_e], out) + f" — the first fault by {how} (the second: {mistake.value})"
 
 
