@@ -2377,8 +2377,9 @@ def _row(set_name: str, case_id: str) -> dict:
     ("kept12.jsonl", "kept12-vllm-23694-gptoss-finetune-final-channel-return-token", Mistake.TRAILING_TEXT,
      "the control token the template writes right after an assistant turn",
      {"server": "strip-stop-token", "output": '<|channel|>final<|message|>{"issues":[]}'}),
-    # a call turn that runs on into the generation prompt again
-    ("kept12.jsonl", "kept12-vllm-13530-llama31-405b-runs-past-eom", Mistake.TRAILING_TEXT,
+    # a call turn that runs on into the generation prompt again (the second fault since the nineteenth round: the
+    # row relabelled by the guide's step 4, `<|python_tag|>` before the call first by position; the evidence stays)
+    ("kept12.jsonl", "kept12-vllm-13530-llama31-405b-runs-past-eom", Mistake.FOREIGN_WRAPPER,
      "went on into a next assistant turn of its own",
      {"server": "stop-after-call", "output": '<|python_tag|>{"name": "get_weather", "parameters": {"location": '
       '"San Francisco, CA", "unit": "fahrenheit"}}', "repairs": ["python-code-markers"]}),
@@ -2585,8 +2586,9 @@ def test_the_labelling_guides_causes_are_named_documented_and_say_what_a_maintai
 def test_relabelled_rows_keep_the_label_the_second_labeller_saw_and_say_which_step_decided():
     rows = [c for cases in SETS.values() for c in cases if "cause_before_guide" in c]
     # 41 by the fifteenth round; Muse Glimmer's three headers without `assistant` by the sixteenth (step 3); dynamo's
-    # Gemma 4 lone `<channel|>` by the seventeenth (step 2's clarification)
-    assert len(rows) == 45
+    # Gemma 4 lone `<channel|>` by the seventeenth (step 2's clarification); localharness-104, kept6's InternLM2 and
+    # kept12's Llama 3.1 run past `<|eom_id|>` by the nineteenth (step 4)
+    assert len(rows) == 48
     assert all(c["cause"] != c["cause_before_guide"] and "relabelled by the labelling guide's step " in c["note"]
                for c in rows)
 
