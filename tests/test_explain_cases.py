@@ -149,9 +149,12 @@ def test_cli_explain_text_json_and_errors(tmp_path):
     assert [f["name"] for f in data["findings"]] == ["OTHER_MARKER", "OTHER_JSON_SHAPE"]
     assert data["fixes"][0]["kind"] == "override" and data["reproducer"]["case"]["input"] == c["input"]
     text = subprocess.run(cmd, input=c["input"], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    # the triage names a field-name alias: the stop point's JSON shape agrees with it, its marker reading does not
-    assert "also found (agrees with the mistake): drift: other JSON shape" in text.stdout
-    assert "what the parse alone suggests (the mistake above is the answer): drift: other marker" in text.stdout
+    # the triage names the line break left out after `<tool_call>` (the guide's step 4, before the field-name alias
+    # of step 5): the marker reading agrees with it, the stop point's JSON shape is the second fault
+    assert "mistake: omitted marker inside a call — the model omitted `↵` before" in text.stdout
+    assert "the first fault by step (the second: field-name alias)" in text.stdout
+    assert "also found (agrees with the mistake): drift: other marker" in text.stdout
+    assert "what the parse alone suggests (the mistake above is the answer): drift: other JSON shape" in text.stdout
     assert "fix (override, re-parsed clean)" in text.stdout and "\ncause: " not in text.stdout
     bad = subprocess.run([sys.executable, "-m", "core", "explain", str(TEMPLATES / c["template"]), "--request",
                           str(tmp_path / "missing.json")], input="x", capture_output=True, text=True, cwd=ROOT,

@@ -921,8 +921,119 @@ _CALL_FORMAT = frozenset({Mistake.FORMAT_NOT_FOUND, Mistake.TEMPLATE_MODEL_MISMA
                           Mistake.OMITTED_MARKER, Mistake.OMITTED_OPENER, Mistake.OMITTED_CLOSER})
 
 
+# The labelling guide's step of each cause (docs/explain.md, "Labelling guide: a decision order"): the earlier step
+# wins, within a step the fault first by position in the output
+GUIDE_STEP = {
+    Mistake.NONE: 1, Mistake.FORMAT_NOT_FOUND: 1, Mistake.ANALYSIS_MISREAD: 1,
+    Mistake.REASONING_SETTING: 2, Mistake.SPECIAL_TOKENS_STRIPPED: 2, Mistake.STOP_STRING_STRIPPED: 2,
+    Mistake.CUT_SHORT: 2, Mistake.TOOLS_NOT_SENT: 2, Mistake.PARALLEL_NOT_REQUESTED: 2,
+    Mistake.REOPENED_REASONING: 3, Mistake.REPEATED_PROMPT_TAIL: 3,
+    Mistake.TEMPLATE_MODEL_MISMATCH: 4, Mistake.OMITTED_OPENER: 4, Mistake.OMITTED_MARKER: 4,
+    Mistake.OMITTED_CLOSER: 4, Mistake.FOREIGN_WRAPPER: 4, Mistake.REASONING_NOT_CLOSED: 4,
+    Mistake.CALL_OUTSIDE_SECTION: 4, Mistake.LEADING_TEXT: 4, Mistake.TRAILING_TEXT: 4,
+    Mistake.FIELD_ALIAS: 5, Mistake.DOUBLE_ENCODED_ARGUMENTS: 5, Mistake.UNKNOWN_TOOL: 5,
+    Mistake.MISSING_REQUIRED: 5, Mistake.UNKNOWN_PARAMETER: 5, Mistake.TYPE_MISMATCH: 5, Mistake.CALL_ID_SHAPE: 5,
+}
+_ID_MEMBER = re.compile(r',\s?"id"\s?:')
+_PY_WORDS = ("True", "False", "None")
+_WORDY = re.compile(r"[A-Za-z0-9]")
+_QUOTED = re.compile(r'"[^"\\\n]{1,64}"')
+
+
+def edit_mistake(e: Edit, out: str, ctx: dict[str, Any]) -> Mistake | None:
+    """The cause one edit of the nearest output stands for (``e.pos`` in ``out``, the original output), from the
+    edit's kind, what it removes or puts in and where (docs/explain.md, "Nineteenth round of rules", the table);
+    None where the edit alone does not say (an insert at the very end: a cut, a stop string or a closer, which the
+    setup's step decides; an edit kind this table does not know)."""
+    old, new = e.old.strip(_WS), e.new.strip(_WS)
+    before, after = out[:e.pos].strip(_WS), out[e.pos + len(e.old):].strip(_WS)
+    if e.kind == "insert":
+        if _ID_MEMBER.match(e.new):
+            return Mistake.CALL_ID_SHAPE
+        if not after:
+            return None
+        if not new:
+            return Mistake.OMITTED_MARKER
+        if new.startswith("</"):
+            return Mistake.OMITTED_CLOSER
+        if not before or new in ctx.get("markers", ()):
+            return Mistake.OMITTED_OPENER
+        return Mistake.OMITTED_MARKER
+    if e.kind == "delete":
+        if not old:
+            return Mistake.OMITTED_MARKER       # whitespace written inside the markup
+        token = bool(_SPECIAL_SHAPE.fullmatch(old))
+        if not before:
+            if ctx.get("gp", "").rstrip(_WS).endswith(old):
+                return Mistake.REPEATED_PROMPT_TAIL
+            if token:
+                return Mistake.FOREIGN_WRAPPER      # a control token before the call
+            return Mistake.LEADING_TEXT if not MARKUP.search(old) else None
+        if not after:
+            if not _parallel_allowed(ctx) and _starts_call(old.lstrip(";,"), ctx):
+                return None     # a second call: the request's parallel setting (step 2) or text after the call
+            return Mistake.TRAILING_TEXT        # text (or a call) after the calls where the format ends the turn
+        if token and (after.startswith("{") or any(m and after.startswith(m) for m in ctx.get("markers", ()))):
+            return Mistake.FOREIGN_WRAPPER      # a control token right before a call, after text the parse reads
+        return None
+    if e.kind == "replace":
+        if _QUOTED.fullmatch(old) and _QUOTED.fullmatch(new):
+            return Mistake.FIELD_ALIAS
+        if old in _PY_WORDS:
+            return Mistake.TYPE_MISMATCH
+        if not _WORDY.search(old) or _SPECIAL_SHAPE.fullmatch(old) or _TOKEN.fullmatch(old):
+            return Mistake.OMITTED_MARKER       # a piece replaced by another string (punctuation, one marker)
+        return None     # (text with markup around it replaced: two call blocks joined, text between them)
+    return None
+
+
+def _parallel_allowed(ctx: dict[str, Any]) -> bool:
+    """Whether the request of the triage's setup allows parallel calls."""
+    setup = ctx.get("setup")
+    return bool(setup is not None and setup.request.parallel_tool_calls)
+
+
+def _starts_call(text: str, ctx: dict[str, Any]) -> bool:
+    """Whether ``text`` (stripped) begins a call: a JSON call object or one of the format's call markers."""
+    text = text.strip(_WS)
+    return bool(_JSON_CALL_START.match(text)) or any(m and text.startswith(m) for m in ctx.get("markers", ()))
+
+
+def _first_edit_fault(mistake: Mistake, ex: Any, near: tuple[list[Edit], _Parsed] | None, ctx: dict[str, Any]
+                      ) -> tuple[Mistake, str] | None:
+    """The labelling guide's "two faults in one output" read from the nearest output, whose edits are the model's
+    mistakes: where the mistake named is the cause of one edit (:func:`edit_mistake`) while another edit comes first
+    — by the guide's step (:data:`GUIDE_STEP`), then by output position — that first edit's cause is the mistake and
+    the named one the second. Every edit must have a cause; a reading of the setup (step 2, no edit's cause) is
+    never overruled. None otherwise (no parse)."""
+    if not near or len(near[0]) < 2 or len(near[0]) > MAX_EDITS:
+        return None
+    out = ex.output
+    read = [(edit_mistake(e, out, ctx), e) for e in _shift(near[0])]
+    known = [(m, e) for m, e in read if m is not None]
+    if len(known) < len(read) or not any(m == mistake for m, _ in known):
+        return None
+    first_m, first_e = min(known, key=lambda x: (GUIDE_STEP[x[0]], x[1].pos))
+    if first_m == mistake:
+        return None
+    how = "step" if GUIDE_STEP[first_m] < GUIDE_STEP[mistake] else "position"
+    return first_m, sentence_of([first_e], out) + f" — the first fault by {how} (the second: {mistake.value})"
+
+
 def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
                      ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:
+    """The mistake and its evidence (:func:`_classified`), the first of two faults where the nearest output's edits
+    show that the one named comes later (:func:`_first_edit_fault`)."""
+    mistake, ev = _classified(ex, setup, bundle, near, ctx)
+    first = _first_edit_fault(mistake, ex, near, ctx)
+    if first is None:
+        return mistake, ev
+    ctx["headline"] = first[1]
+    return first[0], ev + [first[1]]
+
+
+def _classified(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Parsed] | None,
+                ctx: dict[str, Any]) -> tuple[Mistake, list[str]]:
     """The mistake and its evidence: the rules' reading (:func:`_rule_reading`), and where that is a call-format
     class (or no mistake with a call read nowhere) the relation of the template's rendered call
     pieces to the output's markup decides (:func:`_arbitrated`), unless a rule with evidence of its own named it."""
@@ -1346,8 +1457,18 @@ def _closer_before_next_call(rel: CallRelation, ex: Any) -> str:
 _TEXT_FILL = "zqt0x"      # a reply text no template writes, so the render shows where it goes
 
 
+# the labelling guide's step 5 (a fault inside a call whose markup is the template's): whitespace written inside the
+# markup (step 4) comes before it by step
+_STEP5 = frozenset(m for m, step in GUIDE_STEP.items() if step == 5)
 _AFTER_THE_CALL = frozenset({Mistake.TRAILING_TEXT, Mistake.OMITTED_CLOSER, Mistake.CUT_SHORT,
                              Mistake.TEMPLATE_MODEL_MISMATCH})
+
+
+def _json_layout(out: str, i: int, j: int) -> bool:
+    """Whether the whitespace ``out[i:j]`` stands between two JSON tokens (after `{` `[` `,` `:`, before `"` `{`
+    `[`): JSON's own layout, which any JSON reader takes and which the guide's "JSON keys are not markers" leaves out
+    of the markup — not whitespace written inside a marker sequence."""
+    return 0 < i < j < len(out) and out[i - 1] in "{[,:" and out[j] in '"{['
 
 
 def _first_added_whitespace(rel: CallRelation, out: str) -> tuple[int, str, str] | None:
@@ -1367,12 +1488,13 @@ def _first_added_whitespace(rel: CallRelation, out: str) -> tuple[int, str, str]
         if "zqv" not in gap_r:
             lead_r, lead_o = (len(g) - len(g.lstrip(_WS)) for g in (gap_r, gap_o))
             trail_r, trail_o = (len(g) - len(g.rstrip(_WS)) for g in (gap_r, gap_o))
+            at = o + len(piece)
             if not gap_o.strip(_WS):
-                if not gap_r and gap_o:
-                    return o + len(piece), piece, gap_o
-            elif not lead_r and lead_o and gap_r.strip(_WS):
-                return o + len(piece), piece, gap_o[:lead_o]
-            elif not trail_r and trail_o and gap_r.strip(_WS):
+                if not gap_r and gap_o and not _json_layout(out, at, o2):
+                    return at, piece, gap_o
+            elif not lead_r and lead_o and gap_r.strip(_WS) and not _json_layout(out, at, at + lead_o):
+                return at, piece, gap_o[:lead_o]
+            elif not trail_r and trail_o and gap_r.strip(_WS) and not _json_layout(out, o2 - trail_o, o2):
                 return o2 - trail_o, gap_o.strip(_WS), gap_o[len(gap_o) - trail_o:]
         r, o = r2, o2
     return None
@@ -1387,7 +1509,7 @@ def _whitespace_added_first(mistake: Mistake, ex: Any, setup: _Setup, bundle: An
     than that place; a rule with evidence of its own stands. The whitespace written inside the markup is the first
     fault (``OMITTED_MARKER``), the other the second. The relation already computed; None otherwise."""
     out = ex.output
-    if mistake not in _AFTER_THE_CALL or ctx.get("budget") is None or ctx.get("specific"):
+    if mistake not in _AFTER_THE_CALL | _STEP5 or ctx.get("budget") is None or ctx.get("specific"):
         return None
     rel = _call_relation(setup, bundle, ex, ctx)
     if rel is None or not rel.pieces or rel.foreign or rel.pieces[0] in rel.absent:
@@ -2002,6 +2124,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                       f"closing the reasoning with {_q(r_ends[0])}")
             return Mistake.REASONING_NOT_CLOSED, ev
     if Cause.REASONING_PREFILL in causes and not msg.get("tool_calls"):
+        before = _text_before_reasoning(setup, out, gp, r_start, r_ends)
+        if before:
+            return Mistake.LEADING_TEXT, ev + [before]
         ev += [e for f in ex.findings if f.cause == Cause.REASONING_PREFILL for e in f.evidence]
         if r_ends and not any(e in out for e in r_ends) and opened:
             return Mistake.REASONING_NOT_CLOSED, ev
@@ -2884,6 +3009,27 @@ def _trailing_token(out: str, near: tuple[list[Edit], _Parsed], setup: _Setup) -
 def _src(setup: _Setup) -> str:
     """The template's source (``""`` when it has none)."""
     return getattr(setup.template, "source", "") or ""
+
+
+def _text_before_reasoning(setup: _Setup, out: str, gp: str, r_start: str, r_ends: list[str]) -> str:
+    """The labelling guide's step 4 for text before a reasoning block, decided from the generation prompt and the
+    analysis' reasoning markers: the prompt neither opens nor closes the reasoning (the turn starts with the block
+    the model writes), the request extracts reasoning, and the output writes text with no markup, then the analysis'
+    reasoning opener — the setting matches the output (the model does reason); the text stands where the turn has
+    no place for it. ``""`` otherwise (no parse)."""
+    tail, req = gp.rstrip(_WS), setup.request
+    if req.enable_thinking is False or (req.chat_template_kwargs or {}).get("enable_thinking") is False:
+        return ""      # (thinking asked off while the model reasons: the setting of step 2)
+    if not r_start or getattr(req.reasoning_format, "value", "") == "none" or tail.endswith(r_start) \
+            or any(e and tail.endswith(e) for e in r_ends):
+        return ""
+    at = out.find(r_start)
+    lead = out[:at].strip(_WS) if at > 0 else ""
+    if not lead or MARKUP.search(lead) or _SPECIAL_SHAPE.search(lead) or any(e and e in lead for e in r_ends):
+        return ""
+    return f"the output writes {_q(lead, 30)} before the reasoning opener {_q(r_start)}; the generation prompt opens " \
+        "no reasoning, so the turn starts with the reasoning block the model writes, and the format has no place " \
+        "for text before it (the reasoning setting matches: the model does open the block)"
 
 
 def _closed_call_block_in_reasoning(out: str, reasoning: str, msg: dict[str, Any], ctx: dict[str, Any],
