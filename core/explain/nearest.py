@@ -242,6 +242,8 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         before = _text_before_literal(s, at, lits, ctx)
         if before:
             out.append(before)
+        if _JSON_VALUE in p.expected:
+            out.extend(_json_value_edits(s, at))
         invented = _invented_call(s, at, p, ctx)
         if invented:
             out.append(invented)
@@ -294,6 +296,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             if i >= 0:
                 out.append(Edit("replace", i, f'"{alias}"', f'"{ctx["args_key"]}"'))
                 break
+    m = _JSON_CALL_START.search(s, 0, 4096) if not p.message.tool_calls else None
+    bad = _BAD_ESCAPE.search(s, m.end(), m.end() + 4096) if m else None
+    if bad:     # a backslash in the call's JSON that starts no escape (a Windows path's `\P`): written doubled
+        out.append(Edit("insert", bad.end() - 1, "", "\\"))
     if not p.message.tool_calls and p.stop < 0:
         # an opener written without the whitespace the template puts after it (`<tool_call>{` for `<tool_call>\n{`)
         for op in ctx["openers"][:2]:
@@ -426,6 +432,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     return uniq[:8]
 
 
+_BAD_ESCAPE = re.compile(r'(?<!\\)(?:\\\\)*\\(?![\\"/bfnrtu])')
 _TAG_END = re.compile(r"<[^<>\n]{1,60}>[ \t\r\n]{0,8}$")
 _HEADER_CHARS = 200     # how much of the generation prompt's end a repeated header may span
 
@@ -753,6 +760,20 @@ def _text_before_literal(s: str, at: int, lits: list[str], ctx: dict[str, Any]) 
     return None
 
 
+_JSON_VALUE = "a JSON value"      # what a stop point expects where the grammar wants any JSON value
+_PY_LITERAL = re.compile(r"(True|False|None)(?![\w.\-])")
+_JSON_LITERAL = {"True": "true", "False": "false", "None": "null"}
+
+
+def _json_value_edits(s: str, at: int) -> list[Edit]:
+    """Where the parser wants a JSON value and the output writes Python's ``True`` / ``False`` / ``None`` there:
+    the word replaced by JSON's literal (one edit)."""
+    word = _PY_LITERAL.match(s, at)
+    if word:
+        return [Edit("replace", at, word.group(0), _JSON_LITERAL[word.group(0)])]
+    return []
+
+
 def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
     """Where the parser wants a declared tool's name and the output names another, and a further call follows: the
     whole invented call deleted, up to where the next call starts (one edit)."""
@@ -1017,7 +1038,9 @@ def _member_insert(setup: _Setup, s: str, pos: int, budget: _Budget) -> Edit | N
 
 
 def _shift(edits: list[Edit]) -> list[Edit]:
-    """Edits made one after another, as positions in the original output (for the diff)."""
+    """Edits made one after another, as positions in the original output, listed in output order (the first
+    mistake a reader meets first; edits at one position keep the order they were made in). The search's own list
+    stays in the order it applied them."""
     out: list[Edit] = []
     for i, e in enumerate(edits):
         pos = e.pos
@@ -1025,7 +1048,7 @@ def _shift(edits: list[Edit]) -> list[Edit]:
             if prev.pos <= pos:
                 pos -= len(prev.new) - len(prev.old)
         out.append(Edit(e.kind, pos, e.old, e.new))
-    return out
+    return sorted(out, key=lambda e: e.pos)
 
 
 def sentence_of(edits: list[Edit], output: str) -> str:
