@@ -246,7 +246,9 @@ SCORES = {
     # whitespace right after a call stays layout) and step3p5-mixed-content (`hello` stays reasoning, the prompt
     # opened it): 39 -> 37
     # the nearest output on every row within 3 edits (docs/explain.md): nearest 4 -> 5
-    "kept8.jsonl": {"dev": (38, 37, 5, 9)},
+    # the rest of a call cut inside a value, as the render writes it, put in at the end: nearest 5 -> 6 (MiniMax-M3's
+    # cut second invoke)
+    "kept8.jsonl": {"dev": (38, 37, 6, 9)},
     # kept aside: first run (23, 25, 14, 16) (docs/explain.md "Eleventh batch"), (24, 25, 14, 16) on the eleventh
     # round's rules and repairs, neither written from it; dev since the twelfth round, whose rules were written from
     # its misses ("Twelfth round of rules"): (33, 34, 14, 16); the repairs written from kept8's misses (its real

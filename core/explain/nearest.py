@@ -27,7 +27,7 @@ from .model import Setup as _Setup
 from .model import WS as _WS
 from .model import stop_point as _stop_point
 from .model import visible_text as _visible
-from .model import reasoning_markers
+from .model import properties_of, reasoning_markers
 from .renders import _rendered_call
 
 MAX_EDITS = 3
@@ -422,6 +422,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                     out.append(Edit("replace", tail.start(), tail.group(0), c))
                 out.append(Edit("insert", len(s), "", core_[len(tail.group(0)):]))
                 break
+    if p.truncated:
+        cut = _cut_call_tail(s, ctx)
+        if cut:     # a value cut off inside a call: the rest of the call as the render writes it, one insert
+            out.append(Edit("insert", len(s), "", cut))
     seen: set[tuple] = set()
     uniq = []
     for e in out:
@@ -510,6 +514,47 @@ def _call_tail(ctx: dict[str, Any]) -> str:
             tail = render[i + len(_TAIL_FILL):] if i >= 0 else ""
         ctx["call_tail"] = tail
     return ctx["call_tail"]
+
+
+def _cut_call_tail(s: str, ctx: dict[str, Any]) -> str:
+    """What the template's render of a call writes after the value of the parameter the output names last (of the
+    declared tool it names last), up to the end of the format's last closer there (MiniMax-M3's
+    ``]<]minimax[>[</user_id>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>``): the rest of a call cut inside
+    that value. ``""`` when the output names no declared parameter after the tool, the render writes no closer
+    after the value, or the output already writes any closer of that rest after the value (a value that runs on
+    for another reason is not cut)."""
+    setup = ctx.get("setup")
+    a = max(0, len(s) - 4096)
+    tool = max(((s.rfind(n, a), n) for n in ctx["names"] if n), default=(-1, ""))
+    if setup is None or tool[0] < 0:
+        return ""
+    params = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
+              if isinstance(t, dict) and isinstance(t.get("function"), dict)}.get(tool[1])
+    at = tool[0] + len(tool[1])
+    param = max(((_last_word(s, k, at), k) for k in list(properties_of(params))[:64]), default=(-1, ""))
+    value = param[0] + len(param[1])
+    if param[0] < 0 or not s[value:].strip(_WS):
+        return ""
+    key = ("cut_tail", tool[1], param[1])
+    if key not in ctx:      # one render per tool and parameter
+        render = _rendered_call(setup, tool[1], {param[1]: _TAIL_FILL})
+        v = render.find(_TAIL_FILL)
+        ctx[key] = render[v + len(_TAIL_FILL):] if v >= 0 else ""
+    tail = ctx[key]
+    end = max((tail.rfind(c) + len(c) for c in ctx["closers"] if c and c in tail), default=-1)
+    if end <= 0 or any(m.group(0) in s[value:] for m in _CLOSE_TAG.finditer(tail, 0, end)) \
+            or any(c and c in s[value:] for c in ctx["closers"]):
+        return ""
+    return tail[:end]
+
+
+def _last_word(s: str, word: str, start: int) -> int:
+    """Where ``s`` writes ``word`` last after ``start`` as a whole name (no word character or ``-`` either side),
+    -1 if nowhere."""
+    last = -1
+    for m in re.finditer(r"(?<![\w\-])" + re.escape(word) + r"(?![\w\-])", s[start:]):
+        last = start + m.start()
+    return last if word else -1
 
 
 def _render_pieces(ctx: dict[str, Any]) -> list[tuple[str, str, str, str]]:
