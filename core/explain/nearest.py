@@ -426,6 +426,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         cut = _cut_call_tail(s, ctx)
         if cut:     # a value cut off inside a call: the rest of the call as the render writes it, one insert
             out.append(Edit("insert", len(s), "", cut))
+    if p.truncated and not p.message.tool_calls:
+        prose = _prose_json_value(s, ctx)
+        if prose:
+            out.append(prose)
     seen: set[tuple] = set()
     uniq = []
     for e in out:
@@ -546,6 +550,50 @@ def _cut_call_tail(s: str, ctx: dict[str, Any]) -> str:
             or any(c and c in s[value:] for c in ctx["closers"]):
         return ""
     return tail[:end]
+
+
+def _json_value_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str]:
+    """What the template's render of a call of ``tool`` writes right before a parameter ``prop`` given as a JSON
+    object (from the parameter's name: ``payload" string="false">``) and the tag right after that value
+    (``</｜DSML｜parameter>``); ``("", "")`` when the render writes no such piece. One render per tool and
+    parameter."""
+    key = ("json_piece", tool, prop)
+    if key not in ctx:
+        render = _rendered_call(ctx["setup"], tool, {prop: {_TAIL_FILL: 1}})
+        f = render.find(_TAIL_FILL)
+        j = render.rfind("{", 0, f) if f >= 0 else -1
+        e = render.find("}", f) + 1 if f >= 0 else 0
+        i = render.rfind(prop, 0, j) if j >= 0 else -1
+        post = render[e:render.find(">", e, e + 64) + 1] if e > 0 and render.startswith("<", e) else ""
+        ctx[key] = (render[i:j], post) if i >= 0 and post.endswith(">") and render[i:j].strip(_WS) else ("", "")
+    return ctx[key]
+
+
+def _prose_json_value(s: str, ctx: dict[str, Any]) -> Edit | None:
+    """A parameter the request's schema types as no string (an object, a number), written where the template's
+    render writes a JSON value but holding text that is no JSON (``string="false">Здравствуйте, мир!</…``): the
+    text written as a JSON string, one edit (the value's type is the schema check's to name)."""
+    if ctx.get("setup") is None:
+        return None
+    for t in (ctx["setup"].request.tools or [])[:16]:
+        f = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(f, dict) or not f.get("name") or f["name"] not in s:
+            continue
+        for prop, sch in list(properties_of(f.get("parameters")).items())[:16]:
+            if not isinstance(sch, dict) or sch.get("type") in (None, "string") or prop not in s:
+                continue
+            pre, post = _json_value_piece(ctx, f["name"], prop)
+            i = s.find(pre) if pre else -1
+            b = s.find(post, i + len(pre), i + len(pre) + 4096) if i >= 0 else -1
+            value = s[i + len(pre):b] if b >= 0 else ""
+            if not value.strip(_WS) or value.lstrip(_WS)[:1] in "{[\"":
+                continue
+            try:
+                json.loads(value)
+                continue
+            except ValueError:
+                return Edit("replace", i + len(pre), value, json.dumps(value, ensure_ascii=False))
+    return None
 
 
 def _last_word(s: str, word: str, start: int) -> int:
@@ -1135,6 +1183,9 @@ def sentence_of(edits: list[Edit], output: str) -> str:
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
                          + ("a whole call or turn where the format has no place for one" if whole else
                             "which the template's format has no place for"))
+        elif e.kind == "replace" and e.old and e.new == json.dumps(e.old, ensure_ascii=False):
+            parts.append(f"the model wrote the text {_q(e.old)} where the template writes a JSON value (quoted, it "
+                         "is a JSON string)")
         elif e.kind == "move" and _JSON_KEY.match(e.new) and _JSON_KEY.match(e.old):
             key = _JSON_KEY.match(e.new).group(0)
             parts.append(f"the model wrote the member {_q(key)} after {_q(_JSON_KEY.match(e.old).group(0))}, "
