@@ -2899,3 +2899,41 @@ def test_nearest_output_edit_kinds(set_name, case_id, edits):
     assert tg.nearest.message["tool_calls"]
     if edits[0][0] == "move":
         assert tg.nearest.sentence.startswith('the model wrote the member `"name"` after `"arguments"`')
+
+
+def test_the_nearest_output_lists_its_edits_in_output_order():
+    # Llama 3.2's fenced call (ollama/ollama#13519): the search deletes the closing fence first, the opening one
+    # after it; the triage reports the opening fence first, in its sentence and its diff alike
+    tg = _run(next(c for c in SETS["cases.jsonl"] if c["id"] == "llama32-fenced-parameters"))[1]
+    pos = [e.pos for e in tg.nearest.edits]
+    assert pos == sorted(pos) and pos[0] == 0
+    assert tg.nearest.sentence.startswith("the model wrote ```` ```json ````")
+    assert tg.nearest.diff.index("@@ output position 0:") < tg.nearest.diff.index(f"@@ output position {pos[-1]}:")
+
+
+@pytest.mark.parametrize("set_name, case_id, edits", [
+    # Python's literals where the parser wants a JSON value: each replaced by JSON's
+    ("kept25.jsonl", "kept22-smg-glm47-python-literals",
+     [("replace", "True", "true"), ("replace", "False", "false"), ("replace", "None", "null")]),
+    # a backslash that starts no JSON escape (`\P`), doubled inside the bare call the tags are put around
+    ("kept14.jsonl", "kept14-openinterpreter-1577-qwen25coder-32b-bare-json-bad-escape",
+     [("insert", "", "<tool_call>\n"), ("insert", "", "\\"), ("insert", "", "\n</tool_call>")]),
+    # a call cut inside a value: the rest of the call as the render writes it after that parameter
+    ("kept8.jsonl", "kept6-vllm-minimax-m3-cut-second-invoke",
+     [("insert", "", "]<]minimax[>[</user_id>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>")]),
+    # an object parameter written as prose where the render writes a JSON value: quoted as a JSON string
+    ("kept7.jsonl", "kept7-sgl-dsv4-nonjson-object-param",
+     [("replace", "Здравствуйте, мир! Это тест", '"Здравствуйте, мир! Это тест"')]),
+])
+def test_the_nearest_output_finds_the_new_edit_kinds(set_name, case_id, edits):
+    tg = _run(_row(set_name, case_id))[1]
+    assert [(e.kind, e.old, e.new) for e in tg.nearest.edits] == edits
+
+
+def test_a_plain_answer_is_not_within_3_edits_of_a_call():
+    # the labelling protocol counts edits that make the output parse clean with calls; these answers have none
+    for case_id in ("kept17-hermes-fc-readme-prompt-format-answer",
+                    "kept17-transformers-tools-and-documents-hermes2pro-answer"):
+        row = _row("kept20.jsonl", case_id)
+        assert row["nearest_within_3"] is False and "corrected true -> false" in row["note"]
+        assert not (row.get("engine_message") or row.get("expect") or {}).get("tool_calls")
