@@ -539,12 +539,12 @@ def _cut_call_tail(s: str, ctx: dict[str, Any]) -> str:
     value = param[0] + len(param[1])
     if param[0] < 0 or not s[value:].strip(_WS):
         return ""
-    key = ("cut_tail", tool[1], param[1])
-    if key not in ctx:      # one render per tool and parameter
+    tails = ctx.setdefault("cut_tails", {})
+    if (tool[1], param[1]) not in tails:      # one render per tool and parameter
         render = _rendered_call(setup, tool[1], {param[1]: _TAIL_FILL})
         v = render.find(_TAIL_FILL)
-        ctx[key] = render[v + len(_TAIL_FILL):] if v >= 0 else ""
-    tail = ctx[key]
+        tails[(tool[1], param[1])] = render[v + len(_TAIL_FILL):] if v >= 0 else ""
+    tail = tails[(tool[1], param[1])]
     end = max((tail.rfind(c) + len(c) for c in ctx["closers"] if c and c in tail), default=-1)
     if end <= 0 or any(m.group(0) in s[value:] for m in _CLOSE_TAG.finditer(tail, 0, end)) \
             or any(c and c in s[value:] for c in ctx["closers"]):
@@ -557,16 +557,17 @@ def _json_value_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, s
     object (from the parameter's name: ``payload" string="false">``) and the tag right after that value
     (``</｜DSML｜parameter>``); ``("", "")`` when the render writes no such piece. One render per tool and
     parameter."""
-    key = ("json_piece", tool, prop)
-    if key not in ctx:
+    pieces = ctx.setdefault("json_pieces", {})
+    if (tool, prop) not in pieces:
         render = _rendered_call(ctx["setup"], tool, {prop: {_TAIL_FILL: 1}})
         f = render.find(_TAIL_FILL)
         j = render.rfind("{", 0, f) if f >= 0 else -1
         e = render.find("}", f) + 1 if f >= 0 else 0
         i = render.rfind(prop, 0, j) if j >= 0 else -1
         post = render[e:render.find(">", e, e + 64) + 1] if e > 0 and render.startswith("<", e) else ""
-        ctx[key] = (render[i:j], post) if i >= 0 and post.endswith(">") and render[i:j].strip(_WS) else ("", "")
-    return ctx[key]
+        pieces[(tool, prop)] = (render[i:j], post) if i >= 0 and post.endswith(">") and render[i:j].strip(_WS) \
+            else ("", "")
+    return pieces[(tool, prop)]
 
 
 def _prose_json_value(s: str, ctx: dict[str, Any]) -> Edit | None:
