@@ -2645,7 +2645,8 @@ def test_an_omitted_opener_wins_over_the_wrapper_standing_in_its_place():
     # Gemma 4's two calls in one block: closer and opener at the place the second call starts
     ("kept19-vllmmlx-gemma4-multiple-calls-one-block", [("insert", "<tool_call|><|tool_call>")]),
     # Llama 3.1's call inside `<response>` … `</response>` with "arguments": both halves deleted, the key renamed
-    ("kept19-mlxomni-llama3-invalid-responses-3", [("delete", ""), ("delete", ""), ("replace", '"parameters"')]),
+    # (listed in output order: `<response>`, the key, `</response>`)
+    ("kept19-mlxomni-llama3-invalid-responses-3", [("delete", ""), ("replace", '"parameters"'), ("delete", "")]),
 ])
 def test_nearest_output_edit_kinds_of_the_stop_point_and_the_render(case_id, edits):
     _ex, tg = _run(_row("kept22.jsonl", case_id))
