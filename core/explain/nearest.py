@@ -244,6 +244,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             out.append(before)
         if _JSON_VALUE in p.expected:
             out.extend(_json_value_edits(s, at))
+        undeclared = _undeclared_argument(s, at, lits, ctx)
+        if undeclared:
+            out.append(undeclared)
         invented = _invented_call(s, at, p, ctx)
         if invented:
             out.append(invented)
@@ -595,6 +598,58 @@ def _prose_json_value(s: str, ctx: dict[str, Any]) -> Edit | None:
             except ValueError:
                 return Edit("replace", i + len(pre), value, json.dumps(value, ensure_ascii=False))
     return None
+
+
+def _argument_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str]:
+    """What the template's render of a call of ``tool`` writes for one argument ``prop``, around its name and value:
+    the text from the argument's first marker token up to the name (``<|open|>argument key="``) and the text after
+    the value up to the end of the argument (``<|close|>argument<|sep|>``), read as what a render with the argument
+    writes more than one without it; ``("", "")`` when the two renders do not differ so. One pair of renders per
+    tool and parameter."""
+    pieces = ctx.setdefault("argument_pieces", {})
+    if (tool, prop) not in pieces:
+        none = _rendered_call(ctx["setup"], tool, {})
+        one = _rendered_call(ctx["setup"], tool, {prop: _TAIL_FILL})
+        k = 0
+        while k < min(len(none), len(one)) and none[k] == one[k]:
+            k += 1
+        while k > 0 and one[k - 1] not in _WS + ">]":      # (whole marker tokens: the two renders differ inside one)
+            k -= 1
+        j = 0
+        while j < min(len(none), len(one)) - k and none[len(none) - 1 - j] == one[len(one) - 1 - j]:
+            j += 1
+        e = len(one) - j
+        while e < len(one) and one[e - 1] not in _WS + ">]":
+            e += 1
+        mid = one[k:e] if none and one and k < e else ""
+        n, v = mid.find(prop), mid.find(_TAIL_FILL)
+        first = _TOKEN.match(mid) or _SPECIAL_SHAPE.match(mid)
+        pieces[(tool, prop)] = (mid[:n], mid[v + len(_TAIL_FILL):]) \
+            if first and 0 < n < v and mid[v + len(_TAIL_FILL):].strip(_WS) else ("", "")
+    return pieces[(tool, prop)]
+
+
+def _undeclared_argument(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a declared parameter's name and the output names one the request's schema does not
+    declare: that whole argument deleted, from its first marker token to the end of its value as the render writes
+    an argument (one edit)."""
+    setup = ctx.get("setup")
+    word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
+    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    if setup is None or not word or tool[0] < 0:
+        return None
+    params = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
+              if isinstance(t, dict) and isinstance(t.get("function"), dict)}.get(tool[1])
+    props = properties_of(params)
+    names = [x.strip(_WS) for x in lits]
+    if not names or not set(names) <= set(props) or word.group(0) in props:
+        return None
+    head, tail = _argument_piece(ctx, tool[1], names[0])
+    a = at - len(head)
+    if not head or a <= tool[0] or not s.startswith(head, a):
+        return None
+    b = s.find(tail, at, at + 4096)
+    return Edit("delete", a, s[a:b + len(tail)], "") if b >= 0 else None
 
 
 def _last_word(s: str, word: str, start: int) -> int:
