@@ -27,7 +27,7 @@ from .model import Setup as _Setup
 from .model import WS as _WS
 from .model import stop_point as _stop_point
 from .model import visible_text as _visible
-from .model import reasoning_markers
+from .model import properties_of, reasoning_markers
 from .renders import _rendered_call
 
 MAX_EDITS = 3
@@ -242,6 +242,11 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         before = _text_before_literal(s, at, lits, ctx)
         if before:
             out.append(before)
+        if _JSON_VALUE in p.expected:
+            out.extend(_json_value_edits(s, at))
+        undeclared = _undeclared_argument(s, at, lits, ctx)
+        if undeclared:
+            out.append(undeclared)
         invented = _invented_call(s, at, p, ctx)
         if invented:
             out.append(invented)
@@ -294,6 +299,10 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             if i >= 0:
                 out.append(Edit("replace", i, f'"{alias}"', f'"{ctx["args_key"]}"'))
                 break
+    m = _JSON_CALL_START.search(s, 0, 4096) if not p.message.tool_calls else None
+    bad = _BAD_ESCAPE.search(s, m.end(), m.end() + 4096) if m else None
+    if bad:     # a backslash in the call's JSON that starts no escape (a Windows path's `\P`): written doubled
+        out.append(Edit("insert", bad.end() - 1, "", "\\"))
     if not p.message.tool_calls and p.stop < 0:
         # an opener written without the whitespace the template puts after it (`<tool_call>{` for `<tool_call>\n{`)
         for op in ctx["openers"][:2]:
@@ -416,6 +425,14 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                     out.append(Edit("replace", tail.start(), tail.group(0), c))
                 out.append(Edit("insert", len(s), "", core_[len(tail.group(0)):]))
                 break
+    if p.truncated:
+        cut = _cut_call_tail(s, ctx)
+        if cut:     # a value cut off inside a call: the rest of the call as the render writes it, one insert
+            out.append(Edit("insert", len(s), "", cut))
+    if p.truncated and not p.message.tool_calls:
+        prose = _prose_json_value(s, ctx)
+        if prose:
+            out.append(prose)
     seen: set[tuple] = set()
     uniq = []
     for e in out:
@@ -426,6 +443,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     return uniq[:8]
 
 
+_BAD_ESCAPE = re.compile(r'(?<!\\)(?:\\\\)*\\(?![\\"/bfnrtu])')
 _TAG_END = re.compile(r"<[^<>\n]{1,60}>[ \t\r\n]{0,8}$")
 _HEADER_CHARS = 200     # how much of the generation prompt's end a repeated header may span
 
@@ -503,6 +521,144 @@ def _call_tail(ctx: dict[str, Any]) -> str:
             tail = render[i + len(_TAIL_FILL):] if i >= 0 else ""
         ctx["call_tail"] = tail
     return ctx["call_tail"]
+
+
+def _cut_call_tail(s: str, ctx: dict[str, Any]) -> str:
+    """What the template's render of a call writes after the value of the parameter the output names last (of the
+    declared tool it names last), up to the end of the format's last closer there (MiniMax-M3's
+    ``]<]minimax[>[</user_id>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>``): the rest of a call cut inside
+    that value. ``""`` when the output names no declared parameter after the tool, the render writes no closer
+    after the value, or the output already writes any closer of that rest after the value (a value that runs on
+    for another reason is not cut)."""
+    setup = ctx.get("setup")
+    a = max(0, len(s) - 4096)
+    tool = max(((s.rfind(n, a), n) for n in ctx["names"] if n), default=(-1, ""))
+    if setup is None or tool[0] < 0:
+        return ""
+    params = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
+              if isinstance(t, dict) and isinstance(t.get("function"), dict)}.get(tool[1])
+    at = tool[0] + len(tool[1])
+    param = max(((_last_word(s, k, at), k) for k in list(properties_of(params))[:64]), default=(-1, ""))
+    value = param[0] + len(param[1])
+    if param[0] < 0 or not s[value:].strip(_WS):
+        return ""
+    tails = ctx.setdefault("cut_tails", {})
+    if (tool[1], param[1]) not in tails:      # one render per tool and parameter
+        render = _rendered_call(setup, tool[1], {param[1]: _TAIL_FILL})
+        v = render.find(_TAIL_FILL)
+        tails[(tool[1], param[1])] = render[v + len(_TAIL_FILL):] if v >= 0 else ""
+    tail = tails[(tool[1], param[1])]
+    end = max((tail.rfind(c) + len(c) for c in ctx["closers"] if c and c in tail), default=-1)
+    if end <= 0 or any(m.group(0) in s[value:] for m in _CLOSE_TAG.finditer(tail, 0, end)) \
+            or any(c and c in s[value:] for c in ctx["closers"]):
+        return ""
+    return tail[:end]
+
+
+def _json_value_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str]:
+    """What the template's render of a call of ``tool`` writes right before a parameter ``prop`` given as a JSON
+    object (from the parameter's name: ``payload" string="false">``) and the tag right after that value
+    (``</｜DSML｜parameter>``); ``("", "")`` when the render writes no such piece. One render per tool and
+    parameter."""
+    pieces = ctx.setdefault("json_pieces", {})
+    if (tool, prop) not in pieces:
+        render = _rendered_call(ctx["setup"], tool, {prop: {_TAIL_FILL: 1}})
+        f = render.find(_TAIL_FILL)
+        j = render.rfind("{", 0, f) if f >= 0 else -1
+        e = render.find("}", f) + 1 if f >= 0 else 0
+        i = render.rfind(prop, 0, j) if j >= 0 else -1
+        post = render[e:render.find(">", e, e + 64) + 1] if e > 0 and render.startswith("<", e) else ""
+        pieces[(tool, prop)] = (render[i:j], post) if i >= 0 and post.endswith(">") and render[i:j].strip(_WS) \
+            else ("", "")
+    return pieces[(tool, prop)]
+
+
+def _prose_json_value(s: str, ctx: dict[str, Any]) -> Edit | None:
+    """A parameter the request's schema types as no string (an object, a number), written where the template's
+    render writes a JSON value but holding text that is no JSON (``string="false">Здравствуйте, мир!</…``): the
+    text written as a JSON string, one edit (the value's type is the schema check's to name)."""
+    if ctx.get("setup") is None:
+        return None
+    for t in (ctx["setup"].request.tools or [])[:16]:
+        f = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(f, dict) or not f.get("name") or f["name"] not in s:
+            continue
+        for prop, sch in list(properties_of(f.get("parameters")).items())[:16]:
+            if not isinstance(sch, dict) or sch.get("type") in (None, "string") or prop not in s:
+                continue
+            pre, post = _json_value_piece(ctx, f["name"], prop)
+            i = s.find(pre) if pre else -1
+            b = s.find(post, i + len(pre), i + len(pre) + 4096) if i >= 0 else -1
+            value = s[i + len(pre):b] if b >= 0 else ""
+            if not value.strip(_WS) or value.lstrip(_WS)[:1] in "{[\"":
+                continue
+            try:
+                json.loads(value)
+                continue
+            except ValueError:
+                return Edit("replace", i + len(pre), value, json.dumps(value, ensure_ascii=False))
+    return None
+
+
+def _argument_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str]:
+    """What the template's render of a call of ``tool`` writes for one argument ``prop``, around its name and value:
+    the text from the argument's first marker token up to the name (``<|open|>argument key="``) and the text after
+    the value up to the end of the argument (``<|close|>argument<|sep|>``), read as what a render with the argument
+    writes more than one without it; ``("", "")`` when the two renders do not differ so. One pair of renders per
+    tool and parameter."""
+    pieces = ctx.setdefault("argument_pieces", {})
+    if (tool, prop) not in pieces:
+        none = _rendered_call(ctx["setup"], tool, {})
+        one = _rendered_call(ctx["setup"], tool, {prop: _TAIL_FILL})
+        k = 0
+        while k < min(len(none), len(one)) and none[k] == one[k]:
+            k += 1
+        while k > 0 and one[k - 1] not in _WS + ">]":      # (whole marker tokens: the two renders differ inside one)
+            k -= 1
+        j = 0
+        while j < min(len(none), len(one)) - k and none[len(none) - 1 - j] == one[len(one) - 1 - j]:
+            j += 1
+        e = len(one) - j
+        while e < len(one) and one[e - 1] not in _WS + ">]":
+            e += 1
+        mid = one[k:e] if none and one and k < e else ""
+        n, v = mid.find(prop), mid.find(_TAIL_FILL)
+        first = _TOKEN.match(mid) or _SPECIAL_SHAPE.match(mid)
+        pieces[(tool, prop)] = (mid[:n], mid[v + len(_TAIL_FILL):]) \
+            if first and 0 < n < v and mid[v + len(_TAIL_FILL):].strip(_WS) else ("", "")
+    return pieces[(tool, prop)]
+
+
+def _undeclared_argument(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a declared parameter's name and the output names one the request's schema does not
+    declare: that whole argument deleted, from its first marker token to the end of its value as the render writes
+    an argument (one edit)."""
+    setup = ctx.get("setup")
+    word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
+    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    if setup is None or not word or tool[0] < 0:
+        return None
+    params = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
+              if isinstance(t, dict) and isinstance(t.get("function"), dict)}.get(tool[1])
+    props = properties_of(params)
+    names = [x.strip(_WS) for x in lits]
+    if not names or not set(names) <= set(props) or word.group(0) in props:
+        return None
+    head, tail = _argument_piece(ctx, tool[1], names[0])
+    a = at - len(head)
+    if not head or a <= tool[0] or not s.startswith(head, a):
+        return None
+    b = s.find(tail, at, at + 4096)
+    return Edit("delete", a, s[a:b + len(tail)], "") if b >= 0 else None
+
+
+def _last_word(s: str, word: str, start: int) -> int:
+    """Where ``s`` writes ``word`` last after ``start`` as a whole name (no word character or ``-`` either side),
+    -1 if nowhere."""
+    last = -1
+    for m in re.finditer(r"(?<![\w\-])" + re.escape(word) + r"(?![\w\-])", s[start:]):
+        last = start + m.start()
+    return last if word else -1
 
 
 def _render_pieces(ctx: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -751,6 +907,20 @@ def _text_before_literal(s: str, at: int, lits: list[str], ctx: dict[str, Any]) 
         if j > at and s[at:j].strip(_WS) and not _marked(s[at:j], marks):
             return Edit("delete", at, s[at:j], "")
     return None
+
+
+_JSON_VALUE = "a JSON value"      # what a stop point expects where the grammar wants any JSON value
+_PY_LITERAL = re.compile(r"(True|False|None)(?![\w.\-])")
+_JSON_LITERAL = {"True": "true", "False": "false", "None": "null"}
+
+
+def _json_value_edits(s: str, at: int) -> list[Edit]:
+    """Where the parser wants a JSON value and the output writes Python's ``True`` / ``False`` / ``None`` there:
+    the word replaced by JSON's literal (one edit)."""
+    word = _PY_LITERAL.match(s, at)
+    if word:
+        return [Edit("replace", at, word.group(0), _JSON_LITERAL[word.group(0)])]
+    return []
 
 
 def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
@@ -1017,7 +1187,9 @@ def _member_insert(setup: _Setup, s: str, pos: int, budget: _Budget) -> Edit | N
 
 
 def _shift(edits: list[Edit]) -> list[Edit]:
-    """Edits made one after another, as positions in the original output (for the diff)."""
+    """Edits made one after another, as positions in the original output, listed in output order (the first
+    mistake a reader meets first; edits at one position keep the order they were made in). The search's own list
+    stays in the order it applied them."""
     out: list[Edit] = []
     for i, e in enumerate(edits):
         pos = e.pos
@@ -1025,7 +1197,7 @@ def _shift(edits: list[Edit]) -> list[Edit]:
             if prev.pos <= pos:
                 pos -= len(prev.new) - len(prev.old)
         out.append(Edit(e.kind, pos, e.old, e.new))
-    return out
+    return sorted(out, key=lambda e: e.pos)
 
 
 def sentence_of(edits: list[Edit], output: str) -> str:
@@ -1067,6 +1239,9 @@ def sentence_of(edits: list[Edit], output: str) -> str:
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
                          + ("a whole call or turn where the format has no place for one" if whole else
                             "which the template's format has no place for"))
+        elif e.kind == "replace" and e.old and e.new == json.dumps(e.old, ensure_ascii=False):
+            parts.append(f"the model wrote the text {_q(e.old)} where the template writes a JSON value (quoted, it "
+                         "is a JSON string)")
         elif e.kind == "move" and _JSON_KEY.match(e.new) and _JSON_KEY.match(e.old):
             key = _JSON_KEY.match(e.new).group(0)
             parts.append(f"the model wrote the member {_q(key)} after {_q(_JSON_KEY.match(e.old).group(0))}, "
