@@ -81,3 +81,101 @@ def test_an_empty_output_reads_as_empty_on_every_line_of_the_text_view():
     text = "\n".join(text_lines(ex))
     assert "no mistake found — the output is empty: the model wrote nothing (no text, no call)" in text
     assert "ends inside" not in text and "truncated" not in text
+
+
+# -- outputs a new maintainer explained (each the public output as cited; a request with the one tool it calls)
+
+def _tool_request(name: str, *params: str) -> ChatRequest:
+    return ChatRequest.from_dict({"messages": [{"role": "user", "content": "x"}], "tools": [
+        {"type": "function", "function": {"name": name, "description": "", "parameters": {
+            "type": "object", "properties": {p: {"type": "string"} for p in params}, "required": list(params)}}}],
+        "tool_choice": "auto", "parallel_tool_calls": True})
+
+
+def _explained_output(template: str, req: ChatRequest, output: str, **kw):
+    ex = explain(_template(template), req, output, **kw)
+    return ex, ex.triage
+
+
+_GPT_OSS_HEADER = "<|constrain|>write: edit file with content.<|end|><|start|>assistant"
+"""gpt-oss's output in https://github.com/tilesprivacy/tiles/issues/145 (the fragment the report quotes)."""
+
+
+def test_a_call_header_token_before_the_end_marker_is_not_called_reasoning_from_the_first_token():
+    """gpt-oss writes `<|constrain|>` (a piece of a Harmony call header) and then `<|end|>`: the output opens with a
+    control token, markup and not reasoning text, so it is not said to reason from its first token, and no template
+    whose generation prompt opens the reasoning is asked for; the stop line's `<|constrain|>` stays."""
+    ex, tg = _explained_output("openai-gpt-oss-120b.jinja", _tool_request("write", "path", "content"),
+                               _GPT_OSS_HEADER)
+    assert tg.mistake != Mistake.REASONING_SETTING
+    said = " ".join([tg.sentence, tg.no_fix, *tg.evidence])
+    assert "reasons from its first token" not in said
+    assert "opens the reasoning" not in said
+    assert ex.stop is not None and ex.stop.output_pos == 0 and ex.stop.found.startswith("<|constrain|>")
+    assert tg.sentence == "the output uses `<|constrain|>`, a control token this template's source never writes"
+
+
+_KIMI_TYPECLAW = ('channel_reply:0<|tool_call_argument_begin|>{"text": "..."}<|tool_calls_section_end|>\n'
+                  'channel_reply:1<|tool_call_argument_begin|>{"text": "..."}<|tool_calls_section_end|>')
+"""Kimi K2.5's output in https://github.com/typeclaw/typeclaw/pull/344 (two calls with their openers missing)."""
+
+
+def test_only_a_marker_the_template_writes_before_the_arguments_is_said_to_start_a_call():
+    """Kimi K2.5's reasoning holds the tool's name, `<|tool_call_argument_begin|>` and `<|tool_calls_section_end|>`:
+    the section's end marker ends a call section and is not said to start a call; the argument opener, which the
+    template's render of a call writes before the arguments, is the markup named."""
+    _ex, tg = _explained_output("xinference-Kimi-K2.5.jinja", _tool_request("channel_reply", "text"),
+                                _KIMI_TYPECLAW)
+    assert tg.mistake == Mistake.REASONING_NOT_CLOSED
+    assert tg.sentence == ("the reasoning holds `channel_reply` inside template markup "
+                           "(`<|tool_call_argument_begin|>`, which the template writes before a call's arguments): "
+                           "the model called the tool before closing the reasoning with `</think>`")
+    assert "<|tool_calls_section_end|>" not in tg.sentence
+
+
+_QWEN_CALL = "<function=Read>\n<parameter=file_path>\n/path/to/the/file.md\n</parameter>\n</function>\n</tool_call>"
+"""Qwen3-Coder's call in https://github.com/ollama/ollama/issues/16686 (the call the model wrote, no opener)."""
+
+
+def test_a_repeated_call_whose_first_copy_parses_clean_is_offered_the_stop_after_it():
+    """A variant of the ollama#16686 call (one stated change: three copies, each after "I'll read it.\\n\\n"),
+    explained with the repairs the triage offers for it switched on: the first copy alone parses clean, so the stop
+    after the call is offered (its message keeps the text before the call as content) and the triage does not say
+    the first copy does not parse, nor that the copies ran until max_tokens (the output does not show that)."""
+    one = "I'll read it.\n\n" + _QWEN_CALL + "\n"
+    ex, tg = _explained_output("Qwen3-Coder.jinja", _tool_request("Read", "file_path"), one * 3,
+                               fidelity="improved", only_repairs=("content-between-calls", "consecutive-call-blocks"))
+    assert tg.mistake == Mistake.TRAILING_TEXT
+    assert "max_tokens" not in " ".join([tg.sentence, *tg.evidence])
+    assert not tg.no_fix
+    stop = next(f for f in tg.fixes if f.change.get("server") == "stop-after-call")
+    assert stop.change["output"] == "I'll read it.\n\n" + _QWEN_CALL
+    assert stop.message["content"] == "I'll read it.\n\n"
+    assert [c["function"]["name"] for c in stop.message["tool_calls"]] == ["Read"]
+    alone = explain(_template("Qwen3-Coder.jinja"), _tool_request("Read", "file_path"), stop.change["output"])
+    assert alone.clean
+
+
+_GLM_UNCLOSED = "<tool_call>thinking\n<arg_key>content</arg_key>\n<arg_value>bla\nbla\nblaaa</arg_value>"
+"""GLM-4.5's output quoted in a comment of https://github.com/ggml-org/llama.cpp/pull/15186 (the call's closer
+missing at the end)."""
+
+
+def test_a_closer_missing_at_the_end_is_not_said_stripped_as_a_fact_and_the_working_repair_is_offered():
+    """GLM-4.6's call without `</tool_call>`, under a request that sets no `stop`: the mistake's name hedges as the
+    evidence does (a stop string or max_tokens), the stop fix no longer says to drop the closer from the request's
+    `stop`, the repair `unclosed-final-call` (which gives the closed output's message) is offered, and the fidelity
+    line does not say a repair accepts the drift while the parse is not clean."""
+    ex, tg = _explained_output("GLM-4.6.jinja", _tool_request("thinking", "content"), _GLM_UNCLOSED)
+    assert tg.mistake == Mistake.STOP_STRING_STRIPPED
+    assert tg.mistake.value == ("the closer missing at the very end of the output (a stop string stripped, or "
+                                "max_tokens)")
+    assert tg.sentence == "the output ends without closing `<tool_call>`"
+    kinds = [(f.kind.value, f.change.get("repairs") or f.change.get("server")) for f in tg.fixes]
+    assert kinds == [("repair", ["unclosed-final-call"]), ("server", "keep-stop-string")]
+    assert tg.fixes[0].message == tg.fixes[1].message
+    assert "request's `stop`" not in tg.fixes[1].description
+    lines = [e for f in ex.findings for e in f.evidence]
+    assert not any("accepts this drift: the parse is not clean" in e for e in lines)
+    assert any(e.startswith("at improved fidelity the repair unclosed-final-call fires, though the parse there is "
+                            "still not clean") for e in lines), lines

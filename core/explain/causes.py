@@ -192,8 +192,10 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
         # evidence for the drift (what the repair accepts), not a cause of its own
         ex.other = om.to_openai()
         out[-1].evidence.append(
-            f"at {other} fidelity the repair {', '.join(tolerated)} accepts this drift: the parse is "
-            f"{'clean' if oclean else 'not clean'} ({len(om.tool_calls)} tool call(s), content {len(om.content)} "
+            f"at {other} fidelity the repair {', '.join(tolerated)} "
+            + ("accepts this drift: the parse is clean" if oclean else
+               "fires, though the parse there is still not clean")
+            + f" ({len(om.tool_calls)} tool call(s), content {len(om.content)} "
             f"chars; `python -m core repairs` lists what each repair accepts)")
     elif om is not None and om.to_openai() != msg.to_openai():
         ex.other = om.to_openai()

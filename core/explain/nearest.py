@@ -1224,7 +1224,10 @@ def sentence_of(edits: list[Edit], output: str) -> str:
         if e.kind == "insert":
             tag = _CLOSER_TAG.match(e.new.strip(_WS))
             opener = _open_tag_before(output, tag.group(1), e.pos) if tag else ""
-            if tag and opener:
+            if tag and opener and e.pos >= len(output):
+                # (at the very end: the model may have written the closer and a stop sequence removed it)
+                parts.append(f"the output ends without closing {_q(opener)}")
+            elif tag and opener:
                 parts.append(f"the model never closed {_q(opener)}"
                              + (f" (expected {_q(e.new.strip(_WS))} before {_q(after)})" if after else ""))
             elif e.pos >= len(output):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..chat.prompt import prepare_request, render_prompt
-from ..chat.repairs import TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
+from ..chat.repairs import TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS, UNCLOSED_FINAL_CALL
 from ..chat.roundtrip import compare_messages, expected_message
 from ..chat.samples import end_of_turn_candidates
 from ..escapes import code_span, escape_invisible
@@ -64,7 +64,7 @@ class Mistake(str, enum.Enum):
     REASONING_NOT_CLOSED = "reasoning never closed"
     REASONING_SETTING = "reasoning setting does not match the output"
     SPECIAL_TOKENS_STRIPPED = "special tokens stripped by the decoder"
-    STOP_STRING_STRIPPED = "stop string stripped from the output"
+    STOP_STRING_STRIPPED = "the closer missing at the very end of the output (a stop string stripped, or max_tokens)"
     FORMAT_NOT_FOUND = "format the analysis could not find"
     TEMPLATE_MODEL_MISMATCH = "the model writes another format than the template's"
     CUT_SHORT = "output cut short (max_tokens or a stop string)"
@@ -1826,10 +1826,14 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
             and not any(e in out for e in r_ends):
         lead = [m for m in ctx["markers"] if m and m in reasoning]
         named = [n for n in ctx["names"] if n and n in reasoning]
-        special = [t for t in getattr(bundle.parser, "preserved_tokens", None) or [] if t and t in reasoning]
+        # (only markup the template writes before a call's arguments begins one: a section's end marker does not)
+        special = [t for t in getattr(bundle.parser, "preserved_tokens", None) or [] if t and t in reasoning
+                   and _written_before_arguments(setup, ctx, t)] if named else []
         if lead or (named and special):
-            what = _q(lead[0]) if lead else f"{_q(named[0])} inside template markup ({_q(special[0])})"
-            ev.append(f"the reasoning holds {what}, which starts a call: the model called the tool before "
+            what = f"{_q(lead[0])}, which starts a call" if lead else (
+                f"{_q(named[0])} inside template markup ({_q(special[0])}, which the template writes before a "
+                "call's arguments)")
+            ev.append(f"the reasoning holds {what}: the model called the tool before "
                       f"closing the reasoning with {_q(r_ends[0])}")
             return Mistake.REASONING_NOT_CLOSED, ev
     block = _closed_call_block_in_reasoning(out, reasoning, msg, ctx, r_ends) if in_reasoning else ""
@@ -1995,7 +1999,7 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         return Mistake.TRAILING_TEXT, ev + [
             f"after the first call the output repeats {_q(seg)} {copies} more time(s) up to its end: "
             "the model did not stop after the call — the server did not stop generation at the call's end (the "
-            "format's end-of-call / end-of-turn token as a stop), so it kept writing copies until max_tokens"]
+            "format's end-of-call / end-of-turn token as a stop), so it kept writing copies"]
     bare = out
     for x in [r_start] + r_ends:
         bare = bare.replace(x.strip(_WS), "") if x.strip(_WS) else bare
@@ -2108,7 +2112,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     ends = [e for e in r_ends if e in out and e not in ctx["markers"] and e not in ctx["all_markers"]]
     end_at = min((out.find(e) for e in ends), default=-1)
     if r_start and ends and r_start not in out and end_at >= 0 and (out[:end_at].strip(_WS) or ex.clean) \
-            and not absorbed and r_start not in gp:
+            and not absorbed and r_start not in gp and not _SPECIAL_SHAPE.match(out.lstrip(_WS)):
+        # (an output that opens with a control token writes markup there, not reasoning: gpt-oss's `<|constrain|>`
+        # of a call header before `<|end|>` is no reasoning the model began at its first token)
         # (the closer first, with nothing before it, is an empty reasoning closed: the same setting)
         end = next(e for e in ends if out.find(e) == end_at)
         ev.append(f"the output closes the reasoning with {_q(end)} but never opens it with {_q(r_start)}, and the "
@@ -2335,8 +2341,8 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                                                  f"{_q(whole)}: it left {_q(piece)} out of the template's marker"]
         if _SPECIAL_SHAPE.fullmatch(tok.group(0)) and tok.group(0) not in (getattr(setup.template, "source", "")
                                                                               or ""):
-            return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the output uses {_q(tok.group(0))}, a control token of "
-                                                          "another template family"]
+            return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"the output uses {_q(tok.group(0))}, a control token "
+                                                          "this template's source never writes"]
         foreign = _foreign_inner(text[tok.end():], setup, ctx)
         if foreign:
             return Mistake.TEMPLATE_MODEL_MISMATCH, ev + [f"inside {_q(tok.group(0))} the call is written {foreign}"]
@@ -3430,6 +3436,17 @@ def _rendered_gap(setup: _Setup, opener: str, ctx: dict[str, Any]) -> tuple[str,
         if last is not None and not render[last.end():second].strip(_WS):
             ctx[key] = (last.group(0), render[last.end():second])
     return ctx[key]
+
+
+def _written_before_arguments(setup: _Setup, ctx: dict[str, Any], token: str) -> bool:
+    """Whether the template's own render of a call of the first requested tool writes ``token`` before the
+    argument's value (one render, cached): markup that begins a call or its arguments, not one that ends it."""
+    if "call_head" not in ctx:
+        name = ctx["names"][0] if ctx["names"] else ""
+        render = _rendered_call(setup, name, {"a": "V0"}) if name else ""
+        v = render.find("V0")
+        ctx["call_head"] = render[:v] if v >= 0 else ""
+    return bool(token) and token in ctx["call_head"]
 
 
 def _declared_params(req: Any) -> dict[str, set[str]]:
@@ -4952,10 +4969,16 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             # clean (llama.cpp answers a final parse that is not with an error)
             if p.clean and p.message.tool_calls and not any(x and x in (p.message.content or "") for x in markers):
                 closer = near[0][0].new.strip(_WS)
-                out.append(RankedFix(TriageFixKind.SERVER, f"keep the stop string {_q(closer)} in the output (drop it "
-                                     "from the request's `stop`, or include_stop_str_in_output=true): the output then "
+                # (the request we read carries no `stop`: whether one removed the closer is not known, so the fix
+                # is said for that case)
+                out.append(RankedFix(TriageFixKind.SERVER, f"if a stop sequence removed {_q(closer)}: keep it in the "
+                                     "output (include_stop_str_in_output=true, or take it out of the stop sequences "
+                                     "the request or server sets): the output then "
                                      "ends " + _q(restored[-30:]), {"server": "keep-stop-string", "output": restored},
                                      p.message.to_openai(), 4))
+                unclosed = _unclosed_final_call_fix(setup, ex.output, p.message.to_openai(), budget)
+                if unclosed is not None:
+                    out.append(unclosed)
         except Exception:  # noqa: BLE001
             pass
     if near and mistake == Mistake.TRAILING_TEXT and ctx.get("trailing_token") and budget.take(len(near[1].output)):
@@ -5035,9 +5058,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                "template patch can tell a tool's name on a line from the text of an answer — the model must write "
                f"the template's call ({_q(ctx['markers'][0])} …), e.g. under the lazy tool-call grammar")
     if not uniq and mistake == Mistake.TRAILING_TEXT and ctx.get("repeat"):
-        why = ("the model kept repeating the call because nothing stopped it, and its first copy alone does not "
-               "parse clean either: the server must stop at the call's end (the format's end-of-call / end-of-turn "
-               "token as a stop) and the model be re-run")
+        why = ("the model kept repeating the call because nothing stopped it, and no cut of the output at its "
+               "first copy's end re-parses clean to a message with calls: the server must stop at the call's end "
+               "(the format's end-of-call / end-of-turn token as a stop) and the model be re-run")
     return uniq, why
 
 
@@ -5185,6 +5208,24 @@ def _same_but_edge_whitespace(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return norm(a) == norm(b)
 
 
+def _unclosed_final_call_fix(setup: _Setup, output: str, closed: dict[str, Any], budget: _Budget
+                             ) -> RankedFix | None:
+    """The repair ``unclosed-final-call`` alone, offered when it fires on ``output`` and gives ``closed``, the
+    message the output with its missing closer put back parses clean to. Its parse still reports the output as
+    ending inside the call (the repair completes the closer for the message only), so the fix says so; None
+    otherwise (one parse)."""
+    if not budget.take(len(output)):
+        return None
+    q = _parse(setup, output, repairs=(UNCLOSED_FINAL_CALL,))
+    fired = any(getattr(r, "name", "") == UNCLOSED_FINAL_CALL for r in q.message.repairs)
+    if not fired or q.message.to_openai() != closed:
+        return None
+    return RankedFix(TriageFixKind.REPAIR, f"switch on the repair `{UNCLOSED_FINAL_CALL}` alone (improved fidelity "
+                     "with only this repair): it reads the call as the output with its closer put back reads it (the "
+                     "parse still reports the output as ending inside the call)", {"repairs": [UNCLOSED_FINAL_CALL]},
+                     q.message.to_openai(), 1)
+
+
 def _stop_after_call(setup: _Setup, output: str, repeat: tuple[int, str, int], budget: _Budget
                      ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The output cut where its first call ends — after a control token of the first copy (the last first), or
@@ -5201,7 +5242,10 @@ def _stop_after_call(setup: _Setup, output: str, repeat: tuple[int, str, int], b
                 q = _parse(replace(setup, fidelity=fid), output[:p])
             except Exception:  # noqa: BLE001 - a parser that does not build at that fidelity
                 continue
-            if q.clean and q.message.tool_calls and not (q.message.content or "").strip(_WS):
+            # (content is allowed when it is the text the model wrote before its first call, not a copy)
+            text = (q.message.content or "").strip(_WS)
+            if q.clean and q.message.tool_calls and (not text or (text in output[:first]
+                                                                   and repeat[1].strip(_WS) not in text)):
                 change: dict[str, Any] = {"server": "stop-after-call", "output": output[:p]}
                 if fid != setup.fidelity:
                     change["fidelity"] = fid
@@ -5319,9 +5363,10 @@ def _tool_call_branch(setup: _Setup, output: str, ctx: dict[str, Any]) -> list[t
 
 
 _WHY = {
-    Mistake.STOP_STRING_STRIPPED: "the closer was removed from the output and no repair of ours reads a call "
-                                  "without it: keep the stop string in the output (include_stop_str_in_output) or "
-                                  "drop it from the request's stop list",
+    Mistake.STOP_STRING_STRIPPED: "the closer is missing from the output and no repair of ours reads the call "
+                                  "without it: if a stop sequence removed it, keep it in the output "
+                                  "(include_stop_str_in_output) or take it out of the stop sequences; if max_tokens "
+                                  "ran out, raise it and re-run",
     Mistake.CUT_SHORT: "the output ends before the call was written: no parser, request or template change can "
                        "produce what was never generated — raise max_tokens / drop the stop string and re-run",
     Mistake.TEMPLATE_MODEL_MISMATCH: "the model writes a call syntax the template never renders and no repair "
