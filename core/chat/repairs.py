@@ -230,6 +230,8 @@ STRING_OPENER_OMITTED = "string-opener-omitted"   # read in core.chat.formats.ge
 SECTION_PER_CALL = "section-per-call"   # read in core.chat.generator (tagged_calls, build)
 CALLS_IN_ONE_BLOCK = "calls-in-one-block"   # read in core.chat.formats.gemma4
 PYTHON_DICT_CALL = "python-dict-call"   # read in core.peg.chat (ChatBuilder._json_tools_flat)
+# from the misses of real_outputs_kept20 … real_outputs_kept25 (development data)
+SECTION_OPENER_WHITESPACE = "section-opener-whitespace"   # read in core.chat.formats.kimi_k2
 TAG_ATTRIBUTE_SPACES = ("", "\u0120")
 """The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
 the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
@@ -1643,6 +1645,26 @@ REPAIRS: list[Repair] = [
                "parser falls back to ast.literal_eval for a <tool_call> that is no JSON (https://github.com/"
                "NousResearch/Hermes-Function-Calling/blob/02deb47efd3dc5af877e7da227768525cc63562b/utils.py, "
                "validate_and_extract_tool_calls)"),
+    # ---- from the misses of real_outputs_kept20 … real_outputs_kept25 ------------------------------------------
+    Repair(
+        name=SECTION_OPENER_WHITESPACE,
+        title="Whitespace between a call section's opener and its first call where the template writes none",
+        stage=RepairStage.TOLERANCE,
+        accepts="In a format whose calls sit in a section with a marker of its own before each call (Kimi K2's "
+                "<|tool_calls_section_begin|><|tool_call_begin|>…, written back to back): whitespace (a line "
+                "break) after the section's opener, before its first call's marker. Whitespace that ends the "
+                "output is never waited on, and anything else after the opener stays content as before. llama.cpp "
+                "drops the opener as markup and leaves the calls as content.",
+        example='<|tool_calls_section_begin|>\n<|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>'
+                '{"query": "rust tutorials"}<|tool_call_end|>\n<|tool_calls_section_end|>',
+        source="Kimi K2 parsers that find the calls anywhere in the section: SGLang's Rust router "
+               "(https://github.com/sgl-project/sglang/blob/93d04878cfb9b08645fae7b11bd340ee33b34acf/sgl-router/"
+               "tests/tool_parser_kimik2.rs, test_kimik2_complete_parsing, -multiple_tools, -with_whitespace, "
+               "-streaming, -sequential_indices: cases kept22-sglrouter-kimik2-*) and the SMG gateway "
+               "(https://github.com/smg-project/smg/blob/f8daa8835a8b4419b53125a837aaab2b3ce895c3/crates/"
+               "tool_parser/tests/tool_parser_kimik2.rs, test_kimik2_multiline_arguments, "
+               "test_kimik2_streaming_multiline_arguments, test_function_index_extraction, "
+               "test_namespace_extraction: cases kept24-smg-kimik2-*)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2372,4 +2394,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "SECTION_OPENER_WHITESPACE", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

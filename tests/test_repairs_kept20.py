@@ -1,0 +1,64 @@
+"""Repairs written from the misses of the development sets real_outputs_kept20 … real_outputs_kept25: each on the
+sets' own cases (every case cites its public source), where it fires, that it is switchable and that the llama.cpp
+fidelity reads the output as before."""
+
+from __future__ import annotations
+
+import pytest
+
+from .repair_checks import calls, cases_of, check_streams, parse_in
+
+CASES = cases_of("real_outputs_kept20", "real_outputs_kept21", "real_outputs_kept22", "real_outputs_kept23",
+                 "real_outputs_kept24", "real_outputs_kept25")
+
+
+def _parse(case_id: str, fidelity: str = "improved", disabled=(), output: str | None = None):
+    return parse_in(CASES, case_id, fidelity, disabled, output)
+
+
+# -- section-opener-whitespace (Kimi K2: a line break after <|tool_calls_section_begin|>) ----------------------------
+
+KIMI_SECTION = "<|tool_calls_section_begin|>"
+KIMI_SECTIONS = {
+    "kept22-sglrouter-kimik2-multiple-tools": [("search", {"query": "rust tutorials"}),
+                                               ("translate", {"text": "Hello", "to": "ja"})],
+    "kept22-sglrouter-kimik2-sequential-indices": [("first", {"param": "a"}), ("second", {"param": "b"}),
+                                                   ("third", {"param": "c"})],
+    "kept24-smg-kimik2-multiline-arguments": [("get_weather", {"location": "Tokyo", "note": "line one\nline two"})],
+    "kept24-smg-kimik2-function-index-extraction": [("search", {"query": "rust"}), ("calc", {"x": 10})],
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(KIMI_SECTIONS))
+def test_line_break_after_the_section_opener_is_read(case_id):
+    parser, msg = _parse(case_id)
+    output = CASES[case_id].output
+    assert calls(msg) == KIMI_SECTIONS[case_id]
+    assert (msg.content or "") == output[:output.index(KIMI_SECTION)]
+    after = output.index(KIMI_SECTION) + len(KIMI_SECTION)
+    # the record spans the opener and the line break after it
+    fired = [(r.start, r.end) for r in msg.repairs if r.name == "section-opener-whitespace"]
+    assert fired == [(after - len(KIMI_SECTION), after + 1)]
+    check_streams(parser, output, msg)
+
+
+@pytest.mark.parametrize("case_id", sorted(KIMI_SECTIONS))
+def test_section_opener_whitespace_is_switchable_and_not_at_llama_cpp(case_id):
+    output = CASES[case_id].output
+    for disabled, fidelity in ((("section-opener-whitespace",), "improved"), ((), "llama.cpp")):
+        _, msg = _parse(case_id, fidelity, disabled)
+        assert not msg.tool_calls
+        assert "<|tool_call_begin|>" in msg.content
+        assert "section-opener-whitespace" not in [r.name for r in msg.repairs]
+
+
+def test_section_opener_whitespace_waits_on_nothing_and_leaves_other_text():
+    case_id = "kept24-smg-kimik2-function-index-extraction"
+    output = CASES[case_id].output
+    cut = output.index(KIMI_SECTION) + len(KIMI_SECTION) + 1   # the opener and its line break end the output
+    for tail in ("", "done"):   # text after the opener that is no call marker: read as without the repair
+        _, msg = _parse(case_id, output=output[:cut] + tail)
+        _, before = _parse(case_id, disabled=("section-opener-whitespace",), output=output[:cut] + tail)
+        assert msg.to_openai() == before.to_openai() and not msg.tool_calls
+        assert msg.content.startswith("Text before tool calls.\n") and msg.content.endswith("\n" + tail)
+        assert "section-opener-whitespace" not in [r.name for r in msg.repairs]
