@@ -62,3 +62,32 @@ def test_section_opener_whitespace_waits_on_nothing_and_leaves_other_text():
         assert msg.to_openai() == before.to_openai() and not msg.tool_calls
         assert msg.content.startswith("Text before tool calls.\n") and msg.content.endswith("\n" + tail)
         assert "section-opener-whitespace" not in [r.name for r in msg.repairs]
+
+
+# -- repeated-turn-header, fixed: Harmony's role header <|start|>assistant to=functions.f -----------------------------
+
+ROLE_HEADER = ["kept20-harmony-py-constrain-after-space-call", "kept20-harmony-py-constrain-adjacent-call"]
+
+
+@pytest.mark.parametrize("case_id", ROLE_HEADER)
+def test_repeated_role_header_keeps_the_space_before_the_recipient(case_id):
+    parser, msg = _parse(case_id)
+    output = CASES[case_id].output
+    assert calls(msg) == [("get_weather", {"location": "Tokyo"})]
+    assert not msg.content
+    # the header alone is cut: the space before to= is the role header's own, read as after the prompt
+    assert [(r.name, r.start, r.end) for r in msg.repairs if r.name == "repeated-turn-header"] == [
+        ("repeated-turn-header", 0, len("<|start|>assistant"))]
+    check_streams(parser, output, msg)
+    _, plain = _parse(case_id, "llama.cpp")
+    assert not plain.tool_calls and output in plain.content
+
+
+def test_whitespace_after_a_repeated_header_is_still_cut_before_a_marker_or_a_line_break():
+    case_id = ROLE_HEADER[0]
+    call = CASES[case_id].output[len("<|start|>assistant to=functions.get_weather"):]
+    for gap in (" \n", "\n", "  "):   # a line break, or spaces before the channel's marker: whitespace, cut
+        output = "<|start|>assistant" + gap + call
+        _, msg = _parse(case_id, output=output)
+        assert [(r.name, r.end) for r in msg.repairs if r.name == "repeated-turn-header"] == [
+            ("repeated-turn-header", len("<|start|>assistant" + gap))]

@@ -647,15 +647,22 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="An output that starts with the assistant turn header the generation prompt already ends with "
                 "(the generation prompt up to its reasoning start marker, trailing whitespace dropped), then "
-                "optional whitespace: the header is skipped and the rest parsed as usual. Only at the very "
-                "start and only once; while the output is still a prefix of the header, a stream shows nothing. "
-                "Acts on the text before the grammar (for every parser, auto-parser and special handlers).",
+                "optional whitespace: the header is skipped and the rest parsed as usual. Where the generation "
+                "prompt writes no whitespace after the header, spaces on its line followed by a word continue the "
+                "header and are kept (Harmony's role header <|start|>assistant to=functions.f<|channel|>…: the "
+                "recipient is read as after the prompt). Only at the very start and only once; while the output "
+                "is still a prefix of the header, a stream shows nothing. Acts on the text before the grammar "
+                "(for every parser, auto-parser and special handlers).",
         example='<|start|>assistant<|channel|>commentary to=functions.f<|constrain|>json<|message|>{"a": 1}   '
                 '(generation prompt <|start|>assistant)',
         source="https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/942 (GPT-OSS). The header is read "
                "off the generation prompt, so the rule covers every template whose generation prompt writes one "
                "(ChatML <|im_start|>assistant, Functionary v2.2 <|from|>assistant\\n<|recipient|>, Hunyuan, "
-               "KAT-V1, Llama 4), not only GPT-OSS"),
+               "KAT-V1, Llama 4), not only GPT-OSS. The role-header form: openai/harmony's own tests "
+               "(https://github.com/openai/harmony/blob/ec7606df9e87e3d0a1fec9f50928c1e407f0c438/tests/"
+               "test_harmony.py, test_tool_call_with_constrain_tokenized_correctly and "
+               "test_tool_call_with_constrain_marker_adjacent: cases kept20-harmony-py-constrain-after-space-call, "
+               "kept20-harmony-py-constrain-adjacent-call)"),
     Repair(
         name=MISSING_CLOSING_TAGS,
         title="Closing tags left out in a Qwen3-Coder XML call",
@@ -1781,6 +1788,14 @@ def turn_header(generation_prompt: str, thinking_start_tag: str = "") -> str:
     return gp if gp.strip() and any(c in gp for c in "<[|") else ""
 
 
+def header_space(generation_prompt: str, header: str) -> bool:
+    """Whether the generation prompt writes whitespace right after the turn ``header`` (:func:`turn_header`):
+    only then is whitespace after a repeated header cut with it (:func:`header_cut`)."""
+    gp = generation_prompt or ""
+    rest = gp[gp.find(header) + len(header):] if header and header in gp else ""
+    return rest[:1] in (" ", "\t", "\n", "\r")
+
+
 def prompt_tails(header: str) -> tuple[str, ...]:
     """Repair ``repeated-prompt-tail``: the proper tails of the turn ``header`` (:func:`turn_header`) that start
     where the header's own opening token (its text up to the first ``>`` or ``]``) comes again, longest first;
@@ -1798,17 +1813,22 @@ def prompt_tails(header: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def header_cut(header: str, output: str, is_partial: bool = False) -> int | None:
+def header_cut(header: str, output: str, is_partial: bool = False, space: bool = True) -> int | None:
     """Repair ``repeated-turn-header``: how many leading characters of ``output`` are the turn ``header``
     (:func:`turn_header`) repeated, with the whitespace after it — 0 when it does not start with it (or there
     is no header), ``None`` for a partial ``output`` that is still a proper prefix of the header (nothing to show
-    yet)."""
+    yet). Where the generation prompt writes no whitespace after the header (not ``space``), spaces on the
+    header's line followed by a word go on the header (Harmony's role header ``<|start|>assistant to=functions.f``)
+    and are not cut."""
     if not header or not output:
         return 0
     if output.startswith(header):
         k = len(header)
         while k < len(output) and output[k] in " \t\n\v\f\r":
             k += 1
+        if not space and k < len(output) and (output[k].isalnum() or output[k] == "_") \
+                and not any(c in output[len(header):k] for c in "\n\v\f\r"):
+            return len(header)
         return k
     if is_partial and header.startswith(output):
         return None
@@ -2394,4 +2414,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "SECTION_OPENER_WHITESPACE", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "SECTION_OPENER_WHITESPACE", "any_order_args", "turn_header", "header_space", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
