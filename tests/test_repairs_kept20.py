@@ -91,3 +91,36 @@ def test_whitespace_after_a_repeated_header_is_still_cut_before_a_marker_or_a_li
         _, msg = _parse(case_id, output=output)
         assert [(r.name, r.end) for r in msg.repairs if r.name == "repeated-turn-header"] == [
             ("repeated-turn-header", len("<|start|>assistant" + gap))]
+
+
+# -- message-closer-at-end (Harmony: a final message or a call closed by <|end|> at the end of the output) -----------
+
+CLOSED = {
+    "kept23-ovms-harmony-final-end": ("Hello, world!", []),
+    "kept20-harmony-rs-recipient-in-role-constrain-adjacent-end": ("", [("get_weather", {"location": "Tokyo"})]),
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(CLOSED))
+def test_message_closer_at_the_end_is_markup(case_id):
+    parser, msg = _parse(case_id)
+    output = CASES[case_id].output
+    content, want = CLOSED[case_id]
+    assert (msg.content or "") == content and calls(msg) == want
+    assert [(r.start, r.end) for r in msg.repairs if r.name == "message-closer-at-end"] == [
+        (len(output) - len("<|end|>"), len(output))]
+    check_streams(parser, output, msg)
+    for disabled, fidelity in ((("message-closer-at-end",), "improved"), ((), "llama.cpp")):
+        _, other = _parse(case_id, fidelity, disabled)
+        assert (other.content or "").endswith("<|end|>")
+        assert "message-closer-at-end" not in [r.name for r in other.repairs]
+
+
+def test_message_closer_followed_by_text_reads_as_before():
+    case_id = "kept23-ovms-harmony-final-end"
+    output = CASES[case_id].output + " more"
+    _, msg = _parse(case_id, output=output)
+    _, before = _parse(case_id, disabled=("message-closer-at-end",), output=output)
+    assert msg.to_openai() == before.to_openai() and msg.content.endswith("<|end|> more")
+    _, plain = _parse(case_id, output=CASES[case_id].output[:-len("<|end|>")])
+    assert plain.content == "Hello, world!" and not plain.repairs

@@ -232,6 +232,7 @@ CALLS_IN_ONE_BLOCK = "calls-in-one-block"   # read in core.chat.formats.gemma4
 PYTHON_DICT_CALL = "python-dict-call"   # read in core.peg.chat (ChatBuilder._json_tools_flat)
 # from the misses of real_outputs_kept20 … real_outputs_kept25 (development data)
 SECTION_OPENER_WHITESPACE = "section-opener-whitespace"   # read in core.chat.formats.kimi_k2
+MESSAGE_CLOSER_AT_END = "message-closer-at-end"   # read in core.chat.formats.gpt_oss
 TAG_ATTRIBUTE_SPACES = ("", "\u0120")
 """The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
 the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
@@ -1672,6 +1673,22 @@ REPAIRS: list[Repair] = [
                "tool_parser/tests/tool_parser_kimik2.rs, test_kimik2_multiline_arguments, "
                "test_kimik2_streaming_multiline_arguments, test_function_index_extraction, "
                "test_namespace_extraction: cases kept24-smg-kimik2-*)"),
+    Repair(
+        name=MESSAGE_CLOSER_AT_END,
+        title="A Harmony message closed by its end token at the end of the output",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the Harmony format (GPT-OSS), where the generation stops at <|return|> after the final "
+                "message and at <|call|> after a call: the final message or a call closed by <|end|>, the "
+                "message's own closer, at the very end of the output (a transcript of parsed messages writes "
+                "each message's closer). The closer is markup; followed by any text it reads as before. "
+                "llama.cpp keeps it in the content.",
+        example="<|channel|>final<|message|>Hello, world!<|end|>",
+        source="OpenVINO Model Server's gpt-oss output parser test (https://github.com/openvinotoolkit/"
+               "model_server/blob/0521c641d5e6cad98ebd89344c0b6327f483b6db/src/test/llm/output_parsers/"
+               "gptoss_output_parser_test.cpp: case kept23-ovms-harmony-final-end) and openai/harmony's own Rust test (https://github.com/"
+               "openai/harmony/blob/ec7606df9e87e3d0a1fec9f50928c1e407f0c438/src/tests.rs, "
+               "test_tool_call_with_constrain_marker_adjacent: case "
+               "kept20-harmony-rs-recipient-in-role-constrain-adjacent-end)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2414,4 +2431,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "SECTION_OPENER_WHITESPACE", "any_order_args", "turn_header", "header_space", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "SECTION_OPENER_WHITESPACE", "MESSAGE_CLOSER_AT_END", "any_order_args", "turn_header", "header_space", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
