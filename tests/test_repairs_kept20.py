@@ -124,3 +124,47 @@ def test_message_closer_followed_by_text_reads_as_before():
     assert msg.to_openai() == before.to_openai() and msg.content.endswith("<|end|> more")
     _, plain = _parse(case_id, output=CASES[case_id].output[:-len("<|end|>")])
     assert plain.content == "Hello, world!" and not plain.repairs
+
+
+# -- trailing-eos-token, in the Ministral 3 / Devstral handler: </s> after the calls -----------------------------------
+
+DEVSTRAL_EOS = ["kept23-ovms-devstral-call-after-prose", "kept23-ovms-devstral-array-argument"]
+
+
+@pytest.mark.parametrize("case_id", DEVSTRAL_EOS)
+def test_devstral_eos_after_the_calls_is_not_content(case_id):
+    parser, msg = _parse(case_id)
+    output = CASES[case_id].output
+    assert [c.name for c in msg.tool_calls] == ["example_tool"]
+    assert (msg.content or "") == output[:output.index("[TOOL_CALLS]")]
+    assert [(r.start, r.end) for r in msg.repairs if r.name == "trailing-eos-token"] == [
+        (len(output) - len("</s>"), len(output))]
+    check_streams(parser, output, msg)
+    for disabled, fidelity in ((("trailing-eos-token",), "improved"), ((), "llama.cpp")):
+        _, other = _parse(case_id, fidelity, disabled)
+        assert (other.content or "").endswith("</s>")
+
+
+# -- marker-space-omitted (Mistral v0.3: "[TOOL_CALLS][" where the template writes "[TOOL_CALLS] [") -----------------
+
+MISTRAL = {
+    "kept23-ovms-mistral-single-call": ["example_tool"],
+    "kept23-ovms-mistral-three-calls": ["example_tool", "another_tool", "third_tool"],
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(MISTRAL))
+def test_section_opener_without_its_space_is_read(case_id):
+    parser, msg = _parse(case_id)
+    output = CASES[case_id].output
+    assert [c.name for c in msg.tool_calls] == MISTRAL[case_id] and not msg.content
+    assert [(r.start, r.end) for r in msg.repairs if r.name == "marker-space-omitted"] == [(0, len("[TOOL_CALLS]"))]
+    check_streams(parser, output, msg)
+    for disabled, fidelity in ((("marker-space-omitted",), "improved"), ((), "llama.cpp")):
+        _, other = _parse(case_id, fidelity, disabled)
+        assert not other.tool_calls and other.content.startswith("[TOOL_CALLS][")
+        assert "marker-space-omitted" not in [r.name for r in other.repairs]
+    # the template's own spelling reads as before, with no record
+    _, spaced = _parse(case_id, output="[TOOL_CALLS] " + output[len("[TOOL_CALLS]"):])
+    assert [c.name for c in spaced.tool_calls] == MISTRAL[case_id]
+    assert "marker-space-omitted" not in [r.name for r in spaced.repairs]

@@ -233,6 +233,7 @@ PYTHON_DICT_CALL = "python-dict-call"   # read in core.peg.chat (ChatBuilder._js
 # from the misses of real_outputs_kept20 … real_outputs_kept25 (development data)
 SECTION_OPENER_WHITESPACE = "section-opener-whitespace"   # read in core.chat.formats.kimi_k2
 MESSAGE_CLOSER_AT_END = "message-closer-at-end"   # read in core.chat.formats.gpt_oss
+MARKER_SPACE_OMITTED = "marker-space-omitted"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
 TAG_ATTRIBUTE_SPACES = ("", "\u0120")
 """The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
 the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
@@ -372,11 +373,15 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="An end-of-sequence token (</s>, <|endoftext|>, <|end_of_text|>, <|eot_id|>, <eos>) that ends "
                 "the output right after its last tool call, left in by a server that did not strip it: it is "
-                "not content. Auto-parsed templates and the GigaChat 3 format; text after it is content as "
-                "before.",
+                "not content. Auto-parsed templates, the GigaChat 3 format and the Ministral 3 / Devstral format "
+                "(whose template writes eos_token after every assistant turn); text after it is content as before.",
         example='I\'ll check that for you.<|function_call|>{"name": "f", "arguments": {"a": 1}}</s>   (GigaChat 3.1)',
         source="https://github.com/vllm-project/vllm/blob/102ebe1158710d3d09835e7887904042ed770264/tests/tool_parsers/"
-               "test_gigachat3_tool_parser.py (real-output cases g3-mixed-eos, g31-mixed-eos)"),
+               "test_gigachat3_tool_parser.py (real-output cases g3-mixed-eos, g31-mixed-eos); OpenVINO Model "
+               "Server's Devstral parser test (https://github.com/openvinotoolkit/model_server/blob/"
+               "129480e937caf2a95488a48bbeed7e31a2c1a0a5/src/test/llm/output_parsers/devstral_output_parser_test.cpp, "
+               "ParseToolCallOutputWithContentAndSingleToolCall, ParseToolCallOutputWithArrayArguments: cases "
+               "kept23-ovms-devstral-call-after-prose, kept23-ovms-devstral-array-argument)"),
     Repair(
         name=MESSAGES_AFTER_CALL,
         title="Harmony messages written after a GPT-OSS call's <|call|>",
@@ -1689,6 +1694,19 @@ REPAIRS: list[Repair] = [
                "openai/harmony/blob/ec7606df9e87e3d0a1fec9f50928c1e407f0c438/src/tests.rs, "
                "test_tool_call_with_constrain_marker_adjacent: case "
                "kept20-harmony-rs-recipient-in-role-constrain-adjacent-end)"),
+    Repair(
+        name=MARKER_SPACE_OMITTED,
+        title="The space a JSON call section's opener ends with, left out",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the generated parser's JSON call formats whose analysed section opener ends with spaces and "
+                "no line break (Mistral v0.3's \"[TOOL_CALLS] \" before the call list): the opener written "
+                "without them, the calls right after it. Tried after the template's spelling; the content before "
+                "the calls already ends at the trimmed marker. llama.cpp leaves the calls as content.",
+        example='[TOOL_CALLS][{"name": "example_tool", "arguments": {"arg1": "value1", "arg2": 42}}]',
+        source="OpenVINO Model Server's Mistral output parser test (https://github.com/openvinotoolkit/"
+               "model_server/blob/01fa44c432afd6ea2f138117bbbe0730ab73a7ec/src/test/llm/output_parsers/"
+               "mistral_output_parser_test.cpp: cases kept23-ovms-mistral-single-call, "
+               "kept23-ovms-mistral-three-calls)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -2431,4 +2449,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "SECTION_OPENER_WHITESPACE", "MESSAGE_CLOSER_AT_END", "any_order_args", "turn_header", "header_space", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "SECTION_OPENER_WHITESPACE", "MESSAGE_CLOSER_AT_END", "MARKER_SPACE_OMITTED", "any_order_args", "turn_header", "header_space", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
