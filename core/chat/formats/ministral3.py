@@ -103,7 +103,7 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             max_calls = -1 if request.parallel_tool_calls else 1
             tool_calls = p.trigger_rule("tool-call", p.repeat("[TOOL_CALLS]" + tool_choice, min_calls, max_calls))
             if TRAILING_EOS_TOKEN in p.repairs:   # the template's eos_token after the calls, left in by the server
-                tool_calls = tool_calls << trailing_eos(p)
+                tool_calls = tool_calls + trailing_eos(p)
             return prefix + (reasoning << answer("[TOOL_CALLS]") << tool_calls)
         return prefix + (reasoning << answer())
 
