@@ -415,6 +415,9 @@ SCORES = {
     # text before a call; headerless gpt-oss text an omitted opener (2); a bare DSML invoke an omitted opener;
     # Gemma 4's two `<|"|>` gone the decoder's, with the server fix; Kimi K2's lone section closer text after the
     # answer (15/18 -> 21/21)
+    # the repairs written from kept20–kept25 (this batch's source among them): three gpt-oss rows labelled "none
+    # helps" (the role header repeated with its recipient, one closed by `<|end|>`) now get a fix that gives the
+    # engine's message and were relabelled with it (their notes say so): unchanged at 21 (18 without them)
     "kept23.jsonl": {"dev": (21, 21, 15, 15)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-sixth batch"); the cause misses are
     # GLM-4.5's unclosed value named cut short and GLM-4.5's text between the calls named trailing text (the label
@@ -431,7 +434,10 @@ SCORES = {
     # dev since the eighteenth round of rules, written from its misses: DSML's JSON body inside the template's own
     # invoke the omitted argument markers; MiniMax-M3's second call block in the template's own markup text after
     # the turn's end, not another format (26 -> 28; the same with or without the expected message)
-    "kept25.jsonl": {"dev": (28, 29, 11, 12)},
+    # the repairs written from kept20–kept25 (this batch's source among them): section-opener-whitespace reads the
+    # four Kimi K2 rows labelled "none helps" (a line break after the section opener), but the message keeps the
+    # model's call ids, which the engine's leaves out: the labels stay (their notes say so), fix 29 -> 25
+    "kept25.jsonl": {"dev": (28, 25, 11, 12)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-eighth batch"); the cause misses are
     # mostly a second fault named first (Mistral's call ids where the label takes the omitted space first, by
     # position; Qwen3's line breaks where the label takes thinking on with no think block first, by step) and the
@@ -446,7 +452,12 @@ SCORES = {
     # closer) text after the answer; Devstral's spaced name the omitted marker, its `[ARGS]</s>` cut short; the
     # template's own `<tool_call>` without its line break no wrapper; Qwen3-Coder's text after the read call no
     # other format (15/23 -> 21/23; without the expected message 14/22 -> 20/22)
-    "kept26.jsonl": {"dev": (21, 23, 16, 17)},
+    # the repairs written from kept20–kept25 (this batch's source among them): five rows labelled "none helps" now
+    # get a fix that gives the engine's message and were relabelled with it (their notes say so: the two Devstral
+    # `</s>` rows, trailing-eos-token; the two Mistral `[TOOL_CALLS][` rows, marker-space-omitted in the repairs
+    # offered; gpt-oss's answer ending `<|end|>`, improved fidelity); Mistral's call after prose, which the engine
+    # keeps as content, is now offered a fix whose message differs (the label stays): fix 23 -> 24
+    "kept26.jsonl": {"dev": (21, 24, 16, 17)},
     # kept aside, public reports on the newest families: first run at the labelled commit (docs/explain.md
     # "Twenty-ninth batch"); one row, DeepSeek-V3's own call markup read at improved fidelity
     # dev since the eighteenth round of rules (unchanged by it)
@@ -455,7 +466,10 @@ SCORES = {
     # "Thirtieth batch")
     # then the nearest-output round and the seventeenth round of rules, both written without it: nearest 22 -> 24;
     # cause 21 either way (one row gained, one lost), with or without the expected message
-    "kept28.jsonl": {"kept28": (21, 27, 24, 24)},
+    # the repairs written from kept20–kept25 (this batch's source, real_outputs_kept24, among them):
+    # section-opener-whitespace reads the four Kimi K2 rows labelled "none helps", but the message keeps the model's
+    # call ids, which the engine's leaves out: the labels stay (their notes say so), fix 27 -> 23
+    "kept28.jsonl": {"kept28": (21, 23, 24, 24)},
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-first batch"); the one cause miss is
     # MiniMax M3's text before a mid-answer think block (LEADING_TEXT by hand, REASONING_SETTING said)
     "kept29.jsonl": {"kept29": (6, 7, 3, 3)},
@@ -841,17 +855,22 @@ AGREEMENT = {
     # the expected message): 41, 40, 42, 39, 36 -> 42, 41, 43, 40, 37 (without the expected message unchanged)
     # dev since the eighteenth round of rules, written from its misses: 42 -> 50, 41 -> 49, 43 -> 52, 40 -> 47,
     # 37 -> 44 (without the expected message 41 -> 49, 40 -> 48, 42 -> 51, 39 -> 46, 36 -> 43)
+    # the repairs written from kept20–kept25: Kimi K2's rows with a line break after the section opener are offered
+    # section-opener-whitespace, whose message keeps the model's call ids (labels "none helps" stay): consensus_both
+    # 44 -> 42
     "kept25-kept27": {"labellers": (51, 59), "within_second": (57, 59), "triage_first": (50, 59),
                       "triage_second": (49, 59), "triage_either": (52, 59), "consensus_cause": (47, 51),
-                      "consensus_both": (44, 51)},
+                      "consensus_both": (42, 51)},
     # kept aside, both labellers following the guide: kept28 (29 rows), kept29 (7); first measure, on the same rules
     # then the nearest-output round and the seventeenth round of rules, both written without it: one agreed row
     # lost (a Qwen2.5 text after the calls named by a whitespace slip before it), with or without the expected
     # message: triage_second 27 -> 26, consensus 26 -> 25; the eighteenth round, written from kept25 … kept27 without
     # it, moved none
+    # the repairs written from kept20–kept25 (real_outputs_kept24 among them): the same for kept28's Kimi K2 rows:
+    # consensus_both 25 -> 22
     "kept28-kept29": {"labellers": (31, 36), "within_second": (31, 36), "triage_first": (27, 36),
                       "triage_second": (26, 36), "triage_either": (28, 36), "consensus_cause": (25, 31),
-                      "consensus_both": (25, 31)},
+                      "consensus_both": (22, 31)},
 }
 
 
@@ -2487,10 +2506,11 @@ def test_the_sixteenth_round_keeps_the_second_fault_and_reads_no_decoder_fault_w
 
 
 @pytest.mark.parametrize("set_name,case_id,mistake,said,change", [
-    # another turn's closer after an answer: the history's `<|end|>`, a call turn's `<|call|>` (none helps)
+    # another turn's closer after an answer: the history's `<|end|>` (improved fidelity reads it since the repair
+    # message-closer-at-end was written from kept23's misses), a call turn's `<|call|>` (none helps)
     ("kept26.jsonl", "kept23-ovms-harmony-final-end", Mistake.TRAILING_TEXT,
      "the answer ends with `<|end|>`, the control token the template writes after an answer in the conversation's "
-     "history", None),
+     "history", {"fidelity": "improved"}),
     ("kept26.jsonl", "kept23-ovms-harmony-final-call-closer", Mistake.TRAILING_TEXT,
      "the answer ends with `<|call|>`, the control token the template's call turn ends with", None),
     # whitespace around an offered name: markup, not an unknown tool
