@@ -448,6 +448,9 @@ SCORES = {
     # text before a call; headerless gpt-oss text an omitted opener (2); a bare DSML invoke an omitted opener;
     # Gemma 4's two `<|"|>` gone the decoder's, with the server fix; Kimi K2's lone section closer text after the
     # answer (15/18 -> 21/21)
+    # the repairs written from kept20–kept25 (this batch's source among them): three gpt-oss rows labelled "none
+    # helps" (the role header repeated with its recipient, one closed by `<|end|>`) now get a fix that gives the
+    # engine's message and were relabelled with it (their notes say so): unchanged at 21 (18 without them)
     "kept23.jsonl": {"dev": (21, 21, 15, 15)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-sixth batch"); the cause misses are
     # GLM-4.5's unclosed value named cut short and GLM-4.5's text between the calls named trailing text (the label
@@ -2572,10 +2575,11 @@ def test_the_sixteenth_round_keeps_the_second_fault_and_reads_no_decoder_fault_w
 
 
 @pytest.mark.parametrize("set_name,case_id,mistake,said,change", [
-    # another turn's closer after an answer: the history's `<|end|>`, a call turn's `<|call|>` (none helps)
+    # another turn's closer after an answer: the history's `<|end|>` (improved fidelity reads it since the repair
+    # message-closer-at-end was written from kept23's misses), a call turn's `<|call|>` (none helps)
     ("kept26.jsonl", "kept23-ovms-harmony-final-end", Mistake.TRAILING_TEXT,
      "the answer ends with `<|end|>`, the control token the template writes after an answer in the conversation's "
-     "history", None),
+     "history", {"fidelity": "improved"}),
     ("kept26.jsonl", "kept23-ovms-harmony-final-call-closer", Mistake.TRAILING_TEXT,
      "the answer ends with `<|call|>`, the control token the template's call turn ends with", None),
     # whitespace around an offered name: markup, not an unknown tool

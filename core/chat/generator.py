@@ -476,6 +476,8 @@ class GeneratedParser:
     eps_fallback: bool = False
     notes: list[str] = field(default_factory=list)
     turn_header: str = ""
+    # whether whitespace after a repeated turn_header is cut with it (core.chat.repairs.header_space)
+    turn_header_space: bool = True
     content_header: str = ""
     # repair repeated-prompt-tail (set by the pipeline at improved): core.chat.repairs.prompt_tails
     prompt_tails: tuple[str, ...] = ()
@@ -495,7 +497,7 @@ class GeneratedParser:
         :func:`core.chat.roundtrip.content_turn_header`)."""
         from .repairs import header_cut
 
-        cut = header_cut(self.turn_header, output, is_partial)
+        cut = header_cut(self.turn_header, output, is_partial, self.turn_header_space)
         if cut == 0 and self.content_header:
             cut = header_cut(self.content_header, output, is_partial)
         for tail in self.prompt_tails if cut == 0 else ():

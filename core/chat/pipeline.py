@@ -39,7 +39,7 @@ from .generator import generate_parser
 from .message import AssistantMessage
 from .repairs import (INSTRUCTED_MARKERS, INSTRUCTED_REASONING_MARKERS, REASONING_END_WITHOUT_START,
                       REPEATED_TURN_HEADER, TEMPLATE_DEFAULT_THINKING, TRAILING_END_OF_TURN, UNPARSED_TEXT,
-                      FiredRepair, enabled_repairs, turn_header)
+                      FiredRepair, enabled_repairs, header_space, turn_header)
 from .repairs import FORCE_NONEMPTY_CONTENT, FORCE_NONEMPTY_KWARG, REPEATED_PROMPT_TAIL, SETTLE_REPAIRS, UNCLOSED_FINAL_CALL
 from .repairs import UNPARSED_CHARACTERS, WELL_KNOWN_CALL_BLOCKS, prompt_tails
 from .samples import content_turn_header
@@ -189,6 +189,7 @@ def build_chat_parser(template: ChatTemplate, request: ChatRequest, *, report: A
         parser = bundle.parser
         gp = getattr(parser, "parser_generation_prompt", None) or parser.generation_prompt
         parser.turn_header = turn_header(gp, getattr(parser, "thinking_start_tag", ""))
+        parser.turn_header_space = header_space(gp, parser.turn_header)
     if REPEATED_PROMPT_TAIL in repairs and not bundle.prepared.has_continuation \
             and hasattr(bundle.parser, "prompt_tails"):
         parser = bundle.parser

@@ -230,6 +230,10 @@ STRING_OPENER_OMITTED = "string-opener-omitted"   # read in core.chat.formats.ge
 SECTION_PER_CALL = "section-per-call"   # read in core.chat.generator (tagged_calls, build)
 CALLS_IN_ONE_BLOCK = "calls-in-one-block"   # read in core.chat.formats.gemma4
 PYTHON_DICT_CALL = "python-dict-call"   # read in core.peg.chat (ChatBuilder._json_tools_flat)
+# from the misses of real_outputs_kept20 … real_outputs_kept25 (development data)
+SECTION_OPENER_WHITESPACE = "section-opener-whitespace"   # read in core.chat.formats.kimi_k2
+MESSAGE_CLOSER_AT_END = "message-closer-at-end"   # read in core.chat.formats.gpt_oss
+MARKER_SPACE_OMITTED = "marker-space-omitted"   # read in core.peg.chat (ChatBuilder.standard_json_tools)
 TAG_ATTRIBUTE_SPACES = ("", "\u0120")
 """The spellings ``tag-attribute-space`` reads for the space before a tag's attribute: none, and ``Ġ`` (U+0120,
 the byte-level BPE tokenizers' mark for a space byte, left in the text when the model's tokens are decoded without
@@ -369,11 +373,15 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="An end-of-sequence token (</s>, <|endoftext|>, <|end_of_text|>, <|eot_id|>, <eos>) that ends "
                 "the output right after its last tool call, left in by a server that did not strip it: it is "
-                "not content. Auto-parsed templates and the GigaChat 3 format; text after it is content as "
-                "before.",
+                "not content. Auto-parsed templates, the GigaChat 3 format and the Ministral 3 / Devstral format "
+                "(whose template writes eos_token after every assistant turn); text after it is content as before.",
         example='I\'ll check that for you.<|function_call|>{"name": "f", "arguments": {"a": 1}}</s>   (GigaChat 3.1)',
         source="https://github.com/vllm-project/vllm/blob/102ebe1158710d3d09835e7887904042ed770264/tests/tool_parsers/"
-               "test_gigachat3_tool_parser.py (real-output cases g3-mixed-eos, g31-mixed-eos)"),
+               "test_gigachat3_tool_parser.py (real-output cases g3-mixed-eos, g31-mixed-eos); OpenVINO Model "
+               "Server's Devstral parser test (https://github.com/openvinotoolkit/model_server/blob/"
+               "129480e937caf2a95488a48bbeed7e31a2c1a0a5/src/test/llm/output_parsers/devstral_output_parser_test.cpp, "
+               "ParseToolCallOutputWithContentAndSingleToolCall, ParseToolCallOutputWithArrayArguments: cases "
+               "kept23-ovms-devstral-call-after-prose, kept23-ovms-devstral-array-argument)"),
     Repair(
         name=MESSAGES_AFTER_CALL,
         title="Harmony messages written after a GPT-OSS call's <|call|>",
@@ -645,15 +653,22 @@ REPAIRS: list[Repair] = [
         stage=RepairStage.TOLERANCE,
         accepts="An output that starts with the assistant turn header the generation prompt already ends with "
                 "(the generation prompt up to its reasoning start marker, trailing whitespace dropped), then "
-                "optional whitespace: the header is skipped and the rest parsed as usual. Only at the very "
-                "start and only once; while the output is still a prefix of the header, a stream shows nothing. "
-                "Acts on the text before the grammar (for every parser, auto-parser and special handlers).",
+                "optional whitespace: the header is skipped and the rest parsed as usual. Where the generation "
+                "prompt writes no whitespace after the header, spaces on its line followed by a word continue the "
+                "header and are kept (Harmony's role header <|start|>assistant to=functions.f<|channel|>…: the "
+                "recipient is read as after the prompt). Only at the very start and only once; while the output "
+                "is still a prefix of the header, a stream shows nothing. Acts on the text before the grammar "
+                "(for every parser, auto-parser and special handlers).",
         example='<|start|>assistant<|channel|>commentary to=functions.f<|constrain|>json<|message|>{"a": 1}   '
                 '(generation prompt <|start|>assistant)',
         source="https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/942 (GPT-OSS). The header is read "
                "off the generation prompt, so the rule covers every template whose generation prompt writes one "
                "(ChatML <|im_start|>assistant, Functionary v2.2 <|from|>assistant\\n<|recipient|>, Hunyuan, "
-               "KAT-V1, Llama 4), not only GPT-OSS"),
+               "KAT-V1, Llama 4), not only GPT-OSS. The role-header form: openai/harmony's own tests "
+               "(https://github.com/openai/harmony/blob/ec7606df9e87e3d0a1fec9f50928c1e407f0c438/tests/"
+               "test_harmony.py, test_tool_call_with_constrain_tokenized_correctly and "
+               "test_tool_call_with_constrain_marker_adjacent: cases kept20-harmony-py-constrain-after-space-call, "
+               "kept20-harmony-py-constrain-adjacent-call)"),
     Repair(
         name=MISSING_CLOSING_TAGS,
         title="Closing tags left out in a Qwen3-Coder XML call",
@@ -1643,6 +1658,55 @@ REPAIRS: list[Repair] = [
                "parser falls back to ast.literal_eval for a <tool_call> that is no JSON (https://github.com/"
                "NousResearch/Hermes-Function-Calling/blob/02deb47efd3dc5af877e7da227768525cc63562b/utils.py, "
                "validate_and_extract_tool_calls)"),
+    # ---- from the misses of real_outputs_kept20 … real_outputs_kept25 ------------------------------------------
+    Repair(
+        name=SECTION_OPENER_WHITESPACE,
+        title="Whitespace between a call section's opener and its first call where the template writes none",
+        stage=RepairStage.TOLERANCE,
+        accepts="In a format whose calls sit in a section with a marker of its own before each call (Kimi K2's "
+                "<|tool_calls_section_begin|><|tool_call_begin|>…, written back to back): whitespace (a line "
+                "break) after the section's opener, before its first call's marker. Whitespace that ends the "
+                "output is never waited on, and anything else after the opener stays content as before. llama.cpp "
+                "drops the opener as markup and leaves the calls as content.",
+        example='<|tool_calls_section_begin|>\n<|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>'
+                '{"query": "rust tutorials"}<|tool_call_end|>\n<|tool_calls_section_end|>',
+        source="Kimi K2 parsers that find the calls anywhere in the section: SGLang's Rust router "
+               "(https://github.com/sgl-project/sglang/blob/93d04878cfb9b08645fae7b11bd340ee33b34acf/sgl-router/"
+               "tests/tool_parser_kimik2.rs, test_kimik2_complete_parsing, -multiple_tools, -with_whitespace, "
+               "-streaming, -sequential_indices: cases kept22-sglrouter-kimik2-*) and the SMG gateway "
+               "(https://github.com/smg-project/smg/blob/f8daa8835a8b4419b53125a837aaab2b3ce895c3/crates/"
+               "tool_parser/tests/tool_parser_kimik2.rs, test_kimik2_multiline_arguments, "
+               "test_kimik2_streaming_multiline_arguments, test_function_index_extraction, "
+               "test_namespace_extraction: cases kept24-smg-kimik2-*)"),
+    Repair(
+        name=MESSAGE_CLOSER_AT_END,
+        title="A Harmony message closed by its end token at the end of the output",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the Harmony format (GPT-OSS), where the generation stops at <|return|> after the final "
+                "message and at <|call|> after a call: the final message or a call closed by <|end|>, the "
+                "message's own closer, at the very end of the output (a transcript of parsed messages writes "
+                "each message's closer). The closer is markup; followed by any text it reads as before. "
+                "llama.cpp keeps it in the content.",
+        example="<|channel|>final<|message|>Hello, world!<|end|>",
+        source="OpenVINO Model Server's gpt-oss output parser test (https://github.com/openvinotoolkit/"
+               "model_server/blob/0521c641d5e6cad98ebd89344c0b6327f483b6db/src/test/llm/output_parsers/"
+               "gptoss_output_parser_test.cpp: case kept23-ovms-harmony-final-end) and openai/harmony's own Rust test (https://github.com/"
+               "openai/harmony/blob/ec7606df9e87e3d0a1fec9f50928c1e407f0c438/src/tests.rs, "
+               "test_tool_call_with_constrain_marker_adjacent: case "
+               "kept20-harmony-rs-recipient-in-role-constrain-adjacent-end)"),
+    Repair(
+        name=MARKER_SPACE_OMITTED,
+        title="The space a JSON call section's opener ends with, left out",
+        stage=RepairStage.TOLERANCE,
+        accepts="In the generated parser's JSON call formats whose analysed section opener ends with spaces and "
+                "no line break (Mistral v0.3's \"[TOOL_CALLS] \" before the call list): the opener written "
+                "without them, the calls right after it. Tried after the template's spelling; the content before "
+                "the calls already ends at the trimmed marker. llama.cpp leaves the calls as content.",
+        example='[TOOL_CALLS][{"name": "example_tool", "arguments": {"arg1": "value1", "arg2": 42}}]',
+        source="OpenVINO Model Server's Mistral output parser test (https://github.com/openvinotoolkit/"
+               "model_server/blob/01fa44c432afd6ea2f138117bbbe0730ab73a7ec/src/test/llm/output_parsers/"
+               "mistral_output_parser_test.cpp: cases kept23-ovms-mistral-single-call, "
+               "kept23-ovms-mistral-three-calls)"),
 ]
 """Every repair rule, in the order they act."""
 
@@ -1759,6 +1823,14 @@ def turn_header(generation_prompt: str, thinking_start_tag: str = "") -> str:
     return gp if gp.strip() and any(c in gp for c in "<[|") else ""
 
 
+def header_space(generation_prompt: str, header: str) -> bool:
+    """Whether the generation prompt writes whitespace right after the turn ``header`` (:func:`turn_header`):
+    only then is whitespace after a repeated header cut with it (:func:`header_cut`)."""
+    gp = generation_prompt or ""
+    rest = gp[gp.find(header) + len(header):] if header and header in gp else ""
+    return rest[:1] in (" ", "\t", "\n", "\r")
+
+
 def prompt_tails(header: str) -> tuple[str, ...]:
     """Repair ``repeated-prompt-tail``: the proper tails of the turn ``header`` (:func:`turn_header`) that start
     where the header's own opening token (its text up to the first ``>`` or ``]``) comes again, longest first;
@@ -1776,17 +1848,22 @@ def prompt_tails(header: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def header_cut(header: str, output: str, is_partial: bool = False) -> int | None:
+def header_cut(header: str, output: str, is_partial: bool = False, space: bool = True) -> int | None:
     """Repair ``repeated-turn-header``: how many leading characters of ``output`` are the turn ``header``
     (:func:`turn_header`) repeated, with the whitespace after it — 0 when it does not start with it (or there
     is no header), ``None`` for a partial ``output`` that is still a proper prefix of the header (nothing to show
-    yet)."""
+    yet). Where the generation prompt writes no whitespace after the header (not ``space``), spaces on the
+    header's line followed by a word go on the header (Harmony's role header ``<|start|>assistant to=functions.f``)
+    and are not cut."""
     if not header or not output:
         return 0
     if output.startswith(header):
         k = len(header)
         while k < len(output) and output[k] in " \t\n\v\f\r":
             k += 1
+        if not space and k < len(output) and (output[k].isalnum() or output[k] == "_") \
+                and not any(c in output[len(header):k] for c in "\n\v\f\r"):
+            return len(header)
         return k
     if is_partial and header.startswith(output):
         return None
@@ -2372,4 +2449,4 @@ __all__ = ["FiredRepair", "UnknownRepairError", "REPAIRS", "REPAIRS_BY_NAME", "T
            "WELL_KNOWN_CALL_BLOCKS", "CUT_MARKER_TEXT", "CUT_CALL_OWN_TEXT", "SETTLE_REPAIRS", "GLUED_ARGUMENTS",
            "THINK_BLOCK_CALLS", "NON_OBJECT_ARGUMENTS", "FREE_OBJECT_ELEMENTS", "LEADING_ZERO_INTEGER",
            "PYTHONIC_VALUES", "CALL_LIST_SPACING", "PYTHON_CODE_MARKERS", "BUILTIN_CALL_SYNTAX", "JSON_CALL_WRAPPERS", "WHY_CUT", "WHY_REJECTED",
-           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "any_order_args", "turn_header", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]
+           "CALL_OPENER_DROPPED", "STANDALONE_JSON_CALL", "CALL_LIST_UNBRACKETED", "THOUGHT_LABEL_OMITTED", "DRIFTED_CLOSING_TAG", "CALL_SECTION_OMITTED", "ARGS_SEPARATOR_OMITTED", "ACTION_AFTER_TEXT", "TAG_ATTRIBUTE_SPACE", "TAG_ATTRIBUTE_SPACES", "UNION_TYPED_VALUE", "STRING_OPENER_OMITTED", "SECTION_PER_CALL", "CALLS_IN_ONE_BLOCK", "PYTHON_DICT_CALL", "SECTION_OPENER_WHITESPACE", "MESSAGE_CLOSER_AT_END", "MARKER_SPACE_OMITTED", "any_order_args", "turn_header", "header_space", "header_cut", "enabled_repairs", "is_json_object", "list_text", "settle", "settled"]

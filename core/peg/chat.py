@@ -768,7 +768,14 @@ class ChatBuilder(Builder):
         end = self.flexible(section_end)
         if optional_end and section_end:
             end = self.optional(end)
-        body = self.flexible(section_start) + self.space() + tool_calls + self.space() + end
+        opener = self.flexible(section_start)
+        body = opener + self.space() + tool_calls + self.space() + end
+        bare = section_start.rstrip(" \t")
+        if bare != section_start and bare.strip() and "\n" not in section_start \
+                and "marker-space-omitted" in self.repairs:
+            # repair marker-space-omitted: the section's opener without the space(s) the template ends it with
+            # ("[TOOL_CALLS]" for "[TOOL_CALLS] "), tried after it; made once the tree is built (grammar unchanged)
+            self.late.append(lambda: self.widen_late(opener, "marker-space-omitted", lambda _: self.literal(bare)))
         if array_wrapped and section_start.strip() and "call-list-unbracketed" in self.repairs:
             # repair call-list-unbracketed: between the section's markers, the call list without its [ ]; made
             # once the tree is built, so the grammar stays the template's

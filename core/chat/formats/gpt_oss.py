@@ -17,7 +17,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
-from ..repairs import HARMONY_BARE_HEADER, MESSAGES_AFTER_CALL
+from ..repairs import HARMONY_BARE_HEADER, MESSAGE_CLOSER_AT_END, MESSAGES_AFTER_CALL
 from ..request import ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
@@ -86,7 +86,10 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             p.rule("analysis", p.content(start_analysis + content + end))
         analysis = p.ref("analysis")
         preamble = p.rule("preamble", p.literal("<|channel|>commentary<|message|>") + p.content(content) + end)
-        final_msg = p.rule("final", stray + p.literal("<|channel|>final<|message|>") + p.content(content))
+        closed = p.eps()
+        if MESSAGE_CLOSER_AT_END in p.repairs:   # repair message-closer-at-end: <|end|> that ends the output
+            closed = p.optional(p.repair(MESSAGE_CLOSER_AT_END, p.negate(p.end()) + p.literal("<|end|>") + p.end()))
+        final_msg = p.rule("final", stray + p.literal("<|channel|>final<|message|>") + p.content(content) + closed)
         unsolicited = p.rule("unsolicited", p.atomic(p.optional(channel) + p.literal(" to=") + content + end))
         any_msg = p.rule("any", p.choice(preamble, analysis))
 
@@ -125,7 +128,10 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
                                                                p.one_or_more(head + msg)
                                                                + p.optional(head + final_msg))))
                 tool_call = tool_call + p.optional(stop)
-            else:
+            if MESSAGE_CLOSER_AT_END in p.repairs:   # a call closed by <|end|>, not <|call|>, ending the output
+                tool_call = tool_call + p.optional(p.repair(MESSAGE_CLOSER_AT_END, p.negate(p.end())
+                                                                          + p.literal("<|end|>") + p.end()))
+            if "trailing-stop-token" not in p.repairs:
                 ends_with_arguments.append(True)
             if request.tool_choice == ToolChoice.REQUIRED:
                 return p.zero_or_more(start + any_msg) + start + tool_call

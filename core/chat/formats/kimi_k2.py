@@ -19,7 +19,7 @@ from ...jinja.template import ChatTemplate
 from ..request import ChatRequest, ToolChoice
 from ._request_view import RequestView, request_view
 from ._peg_handler import HandlerParser, peg_parser, word
-from ..repairs import REASONING_START_REPEATED, next_call_section
+from ..repairs import REASONING_START_REPEATED, SECTION_OPENER_WHITESPACE, next_call_section
 
 NAME = "kimi_k2"
 
@@ -114,7 +114,8 @@ def _peg_root(p: Any, view: RequestView, late: list[Any] | None = None) -> Any:
         else:
             body = strict
         choices.append(p.rule(f"tool-{spec.index}", p.tool(body)))
-    calls = p.rule("tool-calls", p.optional(p.literal(SECTION_BEGIN)) + p.trigger_rule(
+    section_begin = p.literal(SECTION_BEGIN)
+    calls = p.rule("tool-calls", p.optional(section_begin) + p.trigger_rule(
         "tool-call", p.repeat(CALL_BEGIN + p.choice(*choices), 1 if view.required else 0, -1 if view.parallel else 1)
         + p.optional(p.literal(SECTION_END))))
     if loose_ws and late is not None:
@@ -126,6 +127,11 @@ def _peg_root(p: Any, view: RequestView, late: list[Any] | None = None) -> Any:
             late.append(lambda end=end: p.widen_late(end, "call-marker-whitespace", lambda orig: (
                 orig + p.negate(ws() + p.end()) + ws()
                 + p.peek(p.choice(p.literal(CALL_BEGIN), p.literal(SECTION_END)))), first=True))
+    if SECTION_OPENER_WHITESPACE in p.repairs and late is not None:
+        # repair section-opener-whitespace: whitespace (a line break) after the section's opener when a call's
+        # marker follows it; whitespace that ends the output is never waited on (as after a call's end above)
+        late.append(lambda: p.widen_late(section_begin, SECTION_OPENER_WHITESPACE, lambda orig: (
+            orig + p.negate(ws() + p.end()) + ws() + p.peek(p.literal(CALL_BEGIN))), first=True))
     final_end = p.end()
     if view.parallel:   # repair consecutive-call-blocks: a further section after the first
         next_call_section(p, final_end, SECTION_BEGIN, "tool-calls")

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...peg.chat import build_chat_peg_parser
 from ..prompt import generation_prompt as compute_generation_prompt, render_prompt
-from ..repairs import REASONING_END_UNMATCHED, REASONING_START_WHITESPACE
+from ..repairs import REASONING_END_UNMATCHED, REASONING_START_WHITESPACE, TRAILING_EOS_TOKEN, trailing_eos
 from ..request import ReasoningFormat, ToolChoice
 from ._peg_handler import (foreach_function_indexed,
                            function_parameters_schema, grammar_for, has_response_format,
@@ -102,6 +102,8 @@ def build(template: Any, request: Any, generation_prompt: str, report: Any = Non
             min_calls = 1 if request.tool_choice == ToolChoice.REQUIRED else 0
             max_calls = -1 if request.parallel_tool_calls else 1
             tool_calls = p.trigger_rule("tool-call", p.repeat("[TOOL_CALLS]" + tool_choice, min_calls, max_calls))
+            if TRAILING_EOS_TOKEN in p.repairs:   # the template's eos_token after the calls, left in by the server
+                tool_calls = tool_calls + trailing_eos(p)
             return prefix + (reasoning << answer("[TOOL_CALLS]") << tool_calls)
         return prefix + (reasoning << answer())
 
