@@ -1,5 +1,5 @@
 """Issue 26, "the evidence never states something false": each statement a new maintainer's check found false on a
-development row (kept25 … kept27), now true or gone."""
+development row (kept25 … kept27, kept30 … kept32), now true or gone."""
 
 from __future__ import annotations
 
@@ -81,3 +81,16 @@ def test_an_empty_output_reads_as_empty_on_every_line_of_the_text_view():
     text = "\n".join(text_lines(ex))
     assert "no mistake found — the output is empty: the model wrote nothing (no text, no call)" in text
     assert "ends inside" not in text and "truncated" not in text
+
+
+def test_a_repeated_reasoning_opener_is_one_marker_not_a_whole_call_or_turn():
+    """Kimi K3 (ms-swift's XTML fixture): the output writes `<|open|>think<|sep|>`, which the generation prompt
+    already ends with, once. The nearest output deletes that one marker — no call or turn — and the evidence says
+    the prompt opened the block, not that the output writes the opener twice."""
+    _ex, tg = _triaged("kept30.jsonl", "kept26-ms-swift-kimi-k3-get-toolcall-xtml")
+    assert tg.nearest.sentence == ("the model wrote `<|open|>think<|sep|>`, which the template's format has no "
+                                   "place for")
+    assert tg.sentence == tg.nearest.sentence
+    assert tg.evidence == ["the generation prompt already opens the reasoning with `<|open|>think<|sep|>` and the "
+                           "output opens it again, which the parse leaves in the message"]
+

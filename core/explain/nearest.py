@@ -1063,7 +1063,11 @@ def sentence_of(edits: list[Edit], output: str) -> str:
         elif e.kind == "delete":
             body = e.old.strip(_WS + ";,")
             tok = _TOKEN.match(body)
-            whole = (_JSON_CALL_START.match(body) and body.endswith("}")) or (tok and len(body) > tok.end() + 10)
+            # (one word between control tokens, `<|open|>think<|sep|>`, is one marker of the format: no call or turn)
+            words = [w for w in _TOKEN.split(body) if w.strip(_WS)]
+            marker = len(words) == 1 and words[0].isidentifier()
+            whole = (_JSON_CALL_START.match(body) and body.endswith("}")) or (tok and len(body) > tok.end() + 10
+                                                                               and not marker)
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
                          + ("a whole call or turn where the format has no place for one" if whole else
                             "which the template's format has no place for"))

@@ -1901,8 +1901,18 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         # (written again after the block's closer it is a later message, not a re-opened block)
         # (before the readings of the stop point: a marker left in the message is the plainest evidence)
         # the output's own opener read, and the same marker written again inside the block: left in the message
-        ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
-                  "block, which the parse leaves in the message")
+        # (written once: the second opener is the prompt's, or the prompt opened and closed the block)
+        head = r_start.strip(_WS)
+        if again >= 0:
+            said = f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the block"
+        elif gp.rstrip(_WS).endswith(head):
+            said = f"the generation prompt already opens the reasoning with {_q(head)} and the output opens it again"
+        elif head in gp and any(e.strip(_WS) and e.strip(_WS) in gp[gp.rfind(head):] for e in r_ends):
+            said = (f"the generation prompt opens and closes the reasoning, and the output opens it again with "
+                    f"{_q(head)}")
+        else:
+            said = f"the output opens the reasoning with {_q(r_start)}"
+        ev.append(said + ", which the parse leaves in the message")
         return Mistake.REOPENED_REASONING, ev
     pair = _unfound_token_pair(setup, bundle, out, msg, ctx, r_start, r_ends) if ex.clean else None
     if pair:
