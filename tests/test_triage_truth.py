@@ -94,3 +94,14 @@ def test_a_repeated_reasoning_opener_is_one_marker_not_a_whole_call_or_turn():
     assert tg.evidence == ["the generation prompt already opens the reasoning with `<|open|>think<|sep|>` and the "
                            "output opens it again, which the parse leaves in the message"]
 
+
+def test_no_fix_of_an_output_whose_calls_are_read_names_what_is_left_not_the_calls():
+    """DeepSeek-V4-Flash-0731 (ms-swift's round-trip fixture): the parse reads the call; what no change of ours
+    mends is the repeated `<think>` the reasoning keeps."""
+    ex, tg = _triaged("kept30.jsonl", "kept26-ms-swift-dsv4-flash-0731-toolcall-roundtrip")
+    assert ex.message["tool_calls"] and ex.message["reasoning_content"] == "<think>reason"
+    assert not tg.fixes
+    assert tg.no_fix == ("the parse already reads the call, and no change of ours (repair, request, override, "
+                         "template patch, server setting) re-parses this output to a message without `<think>` in "
+                         "its reasoning")
+

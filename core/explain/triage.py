@@ -5028,7 +5028,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         for f in uniq:
             f.gives_expected = _gives_expected(f.message, expect, ex.output)
         uniq.sort(key=lambda f: not f.gives_expected)      # (stable: the ranking above within each part)
-    why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
+    r_marks = reasoning_markers(bundle)
+    kept = [(x.strip(_WS), f) for f in ("reasoning_content", "content")
+            for x in dict.fromkeys([r_marks[0], *r_marks[1], *markers]) if x and x.strip(_WS) in (cur.get(f) or "")]
+    why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request, kept))
     if not uniq and not ctx.get("why_none") and mistake == Mistake.OMITTED_OPENER:
         # the table's reason blames the opener; when the repairs read the call once something else is mended, that
         # is what stops them
@@ -5429,7 +5432,9 @@ def _what_stops_repairs(setup: _Setup, out: str, budget: Any) -> str:
     return ""
 
 
-def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
+def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None, left: list[tuple[str, str]] | None = None
+              ) -> str:
+    """Why no change of ours helps; ``left``: the format's markers the message keeps, with the field each is in."""
     named = _json_call_name(ex.message.get("content") or ex.message.get("reasoning_content") or "")
     from .causes import tool_names
 
@@ -5450,6 +5455,14 @@ def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
         return (f"no change of ours re-parses this output clean to a message with calls: at {fid} fidelity the "
                 f"call is read but text is left ({_q(left, 40) if left.strip(_WS) else repr(left)} in the content), "
                 "so that parse is not clean")
+    calls = ex.message.get("tool_calls") or []
+    if calls and mistake not in _WHY:
+        # the parse already reads the calls: what no change does is read them without the markup left in the message
+        kept = " or ".join(f"{_q(x)} in its {'reasoning' if f == 'reasoning_content' else 'content'}"
+                           for x, f in (left or [])[:2])
+        return (f"the parse already reads the call{'s' if len(calls) > 1 else ''}, and no change of ours (repair, "
+                "request, override, template patch, server setting) re-parses this output to a message "
+                + (f"without {kept}" if kept else "other than this one"))
     return _WHY.get(mistake, "no change of ours (repair, request, override, template patch, server setting) "
                              "re-parses this output to a message with calls")
 
