@@ -105,3 +105,19 @@ def test_no_fix_of_an_output_whose_calls_are_read_names_what_is_left_not_the_cal
                          "template patch, server setting) re-parses this output to a message without `<think>` in "
                          "its reasoning")
 
+
+def test_a_separator_the_template_does_not_render_between_calls_is_not_said_omitted():
+    """MiniMax-M1's guide (pt-BR): two calls one a line, as the template renders them; the parser wants `,` between
+    them. The model omitted nothing the template writes."""
+    from core.explain.renders import _rendered_call
+
+    case = _row("kept32.jsonl", "kept28-minimax-m1-guide-ptbr-two-searches")
+    _ex, tg = _run(case)
+    t = _template(case["template"])
+    two = _rendered_call(Setup(t, ChatRequest.from_dict(case), "llama.cpp", {}), "search_web", {"a": "v"}, copies=2)
+    assert '"}}\n{"name": "search_web"' in two and "}," not in two
+    assert tg.nearest.sentence == ("the parser wants `,` before `{\"name\":␣\"search_web\",␣\"` where the template's "
+                                   "render of two calls writes none: the model omitted nothing the template writes "
+                                   "there")
+    assert "omitted `,`" not in tg.sentence
+

@@ -1028,10 +1028,11 @@ def _shift(edits: list[Edit]) -> list[Edit]:
     return out
 
 
-def sentence_of(edits: list[Edit], output: str) -> str:
+def sentence_of(edits: list[Edit], output: str, unrendered: frozenset[int] = frozenset()) -> str:
     """One line naming what the model did, from the edits (positions in ``output``). An opener and its closer
     both inserted around the same text are one mistake (the model wrote the call bare), told once: "never
-    closed" is said only of an opener the model did write and left open."""
+    closed" is said only of an opener the model did write and left open. ``unrendered``: the indices of inserts
+    the template's own render does not write there — the parser wants them, the model omitted nothing."""
     parts = []
     paired = _inserted_pairs(edits, output)
     for i, e in enumerate(edits):
@@ -1055,6 +1056,11 @@ def sentence_of(edits: list[Edit], output: str) -> str:
             if tag and opener:
                 parts.append(f"the model never closed {_q(opener)}"
                              + (f" (expected {_q(e.new.strip(_WS))} before {_q(after)})" if after else ""))
+            elif i in unrendered:
+                parts.append(f"the parser wants {_q(e.new.strip(_WS) or e.new)}"
+                             + (f" before {_q(after)}" if after.strip(_WS) else "")
+                             + " where the template's render of two calls writes none: the model omitted nothing "
+                               "the template writes there")
             elif e.pos >= len(output):
                 parts.append(f"the model stopped before {_q(e.new.strip(_WS) or e.new)}")
             else:

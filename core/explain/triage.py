@@ -5513,7 +5513,9 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     nearest = None
     if near:
         edits = _shift(near[0])
-        nearest = NearestOutput(edits, near[1].output, near[1].message.to_openai(), sentence_of(edits, ex.output),
+        nearest = NearestOutput(edits, near[1].output, near[1].message.to_openai(),
+                                sentence_of(edits, ex.output, frozenset({0}) if _learned_separator(
+                                    setup, edits, ex.output, ctx) else frozenset()),
                                 diff_of(edits, ex.output))
     fixes, why = ranked_fixes(ex, setup, bundle, mistake, near, budget, ctx)
     if nearest:
