@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..chat.prompt import prepare_request, render_prompt
-from ..chat.repairs import TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS
+from ..chat.repairs import (REPEATED_PROMPT_TAIL, REPEATED_TURN_HEADER, TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING,
+                            TOLERANCE_REPAIRS)
 from ..chat.roundtrip import compare_messages, expected_message
 from ..chat.samples import end_of_turn_candidates
 from ..escapes import code_span, escape_invisible
@@ -39,7 +40,7 @@ from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
 from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
-from .model import FixKind, reasoning_markers, tool_stub
+from .model import FixKind, reasoning_markers, stop_point, tool_stub
 from .nearest import (MAX_EDITS, MAX_PARSES, TIME_BUDGET, TRIAGE_CHARS, _JSON_CALL_START, _KEY_ALIASES, _SPECIAL_SHAPE,
                       _WS, Edit, NearestOutput, _accepted_parse, _accepts, _Budget, _context, _format_markers, _literals,
                       _parse, _Parsed, _q, _quote_for_delimiter, _shift, diff_of, nearest_output, sentence_of)
@@ -914,6 +915,30 @@ def _repeated_tail(ex: Any, r_start: str) -> str:
             # (a parse that skipped the tail and placed everything else read the output as meant: no mistake)
             return tail if not ex.clean or tail in kept else ""
     return ""
+
+
+_TAIL_REPAIRS = (REPEATED_TURN_HEADER, REPEATED_PROMPT_TAIL)
+
+
+def _left_after_tail_repairs(setup: _Setup, out: str, budget: Any) -> str:
+    """Why no fix applies when a repair that skips a repeated prompt tail reads this one (its own record: it fires)
+    and the parse still stops: where, and on what — the fault left is after the tail. ``""`` when neither repair
+    fires, or the re-parse is clean (then a fix is offered) or cut."""
+    if not budget.take(len(out)):
+        return ""
+    try:
+        p = _parse(setup, out, repairs=_TAIL_REPAIRS)
+    except Exception:  # noqa: BLE001 - improved fidelity may not build: nothing to say
+        return ""
+    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n in _TAIL_REPAIRS]
+    if not fired or p.clean or p.stop < 0:
+        return ""
+    found = stop_point(out, 0, p.stop, [], ()).found
+    return (f"the repair {', '.join(f'`{n}`' for n in fired)} reads the repeated tail (it fires on this output), "
+            f"but its parse then stops at output position {p.stop}: expected "
+            f"{' or '.join(p.expected) or 'something else'}; found {_q(found) if found else 'the end of the output'}"
+            " — no change of ours (repair, request, override, template patch, server setting) reads what is left "
+            "there: the model's output (or a new repair) must change")
 
 
 # the call-format classes the relation of the template's call pieces to the output's markup decides
@@ -1971,6 +1996,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
             ctx["undeclared"] = undeclared[:2]
             ev = ev + ["a second fault, inside the call: " + undeclared[2]]
         ctx["specific"] = True
+        left = _left_after_tail_repairs(setup, out, ctx["budget"]) if "budget" in ctx else ""
+        if left:
+            ctx["why_none"] = left
         ctx["headline"] = (f"the output begins with {_q(tail)}, which the generation prompt already ends with: the "
                            "model wrote the prompt's tail again")
         return Mistake.REPEATED_PROMPT_TAIL, ev + [
