@@ -1,5 +1,5 @@
 """Issue 26, "the evidence never states something false": each statement a new maintainer's check found false on a
-development row (kept25 … kept27), now true or gone."""
+development row (kept25 … kept27, kept30 … kept32), now true or gone."""
 
 from __future__ import annotations
 
@@ -179,3 +179,59 @@ def test_a_closer_missing_at_the_end_is_not_said_stripped_as_a_fact_and_the_work
     assert not any("accepts this drift: the parse is not clean" in e for e in lines)
     assert any(e.startswith("at improved fidelity the repair unclosed-final-call fires, though the parse there is "
                             "still not clean") for e in lines), lines
+
+
+def test_a_repeated_reasoning_opener_is_one_marker_not_a_whole_call_or_turn():
+    """Kimi K3 (ms-swift's XTML fixture): the output writes `<|open|>think<|sep|>`, which the generation prompt
+    already ends with, once. The nearest output deletes that one marker — no call or turn — and the evidence says
+    the prompt opened the block, not that the output writes the opener twice."""
+    _ex, tg = _triaged("kept30.jsonl", "kept26-ms-swift-kimi-k3-get-toolcall-xtml")
+    assert tg.nearest.sentence == ("the model wrote `<|open|>think<|sep|>`, which the template's format has no "
+                                   "place for")
+    assert tg.sentence == tg.nearest.sentence
+    assert tg.evidence == ["the generation prompt already opens the reasoning with `<|open|>think<|sep|>` and the "
+                           "output opens it again, which the parse leaves in the message"]
+
+
+def test_no_fix_of_an_output_whose_calls_are_read_names_what_is_left_not_the_calls():
+    """DeepSeek-V4-Flash-0731 (ms-swift's round-trip fixture): the parse reads the call; what no change of ours
+    mends is the repeated `<think>` the reasoning keeps."""
+    ex, tg = _triaged("kept30.jsonl", "kept26-ms-swift-dsv4-flash-0731-toolcall-roundtrip")
+    assert ex.message["tool_calls"] and ex.message["reasoning_content"] == "<think>reason"
+    assert not tg.fixes
+    assert tg.no_fix == ("the parse already reads the call, and no change of ours (repair, request, override, "
+                         "template patch, server setting) re-parses this output to a message without `<think>` in "
+                         "its reasoning")
+
+
+def test_a_separator_the_template_does_not_render_between_calls_is_not_said_omitted():
+    """MiniMax-M1's guide (pt-BR): two calls one a line, as the template renders them; the parser wants `,` between
+    them. The model omitted nothing the template writes."""
+    from core.explain.renders import _rendered_call
+
+    case = _row("kept32.jsonl", "kept28-minimax-m1-guide-ptbr-two-searches")
+    _ex, tg = _run(case)
+    t = _template(case["template"])
+    two = _rendered_call(Setup(t, ChatRequest.from_dict(case), "llama.cpp", {}), "search_web", {"a": "v"}, copies=2)
+    assert '"}}\n{"name": "search_web"' in two and "}," not in two
+    assert tg.nearest.sentence == ("the parser wants `,` before `{\"name\":␣\"search_web\",␣\"` where the template's "
+                                   "render of two calls writes none: the model omitted nothing the template writes "
+                                   "there")
+    assert "omitted `,`" not in tg.sentence
+
+
+def test_no_fix_after_a_repeated_harmony_header_names_where_the_header_repair_stops():
+    """gpt-oss (harmony's C++ tests): `repeated-turn-header` reads the repeated `<|start|>assistant`; what is left
+    is the `<|end|>` after the final message, or the message without a channel."""
+    stops = {"kept28-harmony-cpp-streaming-analysis-then-final": (146, "`<|end|>`"),
+             "kept28-harmony-cpp-parse-final-channel": (53, "`<|end|>`"),
+             "kept28-harmony-cpp-streamable-no-channel": (18, "`<|message|>`")}
+    for case_id, (pos, found) in stops.items():
+        _ex, tg = _triaged("kept32.jsonl", case_id)
+        assert not tg.fixes
+        assert tg.no_fix.startswith("the repair `repeated-turn-header` reads the repeated tail (it fires on this "
+                                    f"output), but its parse then stops at output position {pos}: expected "), case_id
+        assert f"; found {found} — no change of ours" in tg.no_fix, case_id
+        assert "no repair of ours skips it" not in tg.no_fix
+    _ex, tg = _triaged("kept32.jsonl", "kept28-harmony-cpp-streamable-no-channel")
+    assert "`<|channel|>final<|message|>`" in tg.no_fix

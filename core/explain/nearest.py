@@ -1200,10 +1200,11 @@ def _shift(edits: list[Edit]) -> list[Edit]:
     return sorted(out, key=lambda e: e.pos)
 
 
-def sentence_of(edits: list[Edit], output: str) -> str:
+def sentence_of(edits: list[Edit], output: str, unrendered: frozenset[int] = frozenset()) -> str:
     """One line naming what the model did, from the edits (positions in ``output``). An opener and its closer
     both inserted around the same text are one mistake (the model wrote the call bare), told once: "never
-    closed" is said only of an opener the model did write and left open."""
+    closed" is said only of an opener the model did write and left open. ``unrendered``: the indices of inserts
+    the template's own render does not write there — the parser wants them, the model omitted nothing."""
     parts = []
     paired = _inserted_pairs(edits, output)
     for i, e in enumerate(edits):
@@ -1230,6 +1231,11 @@ def sentence_of(edits: list[Edit], output: str) -> str:
             elif tag and opener:
                 parts.append(f"the model never closed {_q(opener)}"
                              + (f" (expected {_q(e.new.strip(_WS))} before {_q(after)})" if after else ""))
+            elif i in unrendered:
+                parts.append(f"the parser wants {_q(e.new.strip(_WS) or e.new)}"
+                             + (f" before {_q(after)}" if after.strip(_WS) else "")
+                             + " where the template's render of two calls writes none: the model omitted nothing "
+                               "the template writes there")
             elif e.pos >= len(output):
                 parts.append(f"the model stopped before {_q(e.new.strip(_WS) or e.new)}")
             else:
@@ -1238,7 +1244,11 @@ def sentence_of(edits: list[Edit], output: str) -> str:
         elif e.kind == "delete":
             body = e.old.strip(_WS + ";,")
             tok = _TOKEN.match(body)
-            whole = (_JSON_CALL_START.match(body) and body.endswith("}")) or (tok and len(body) > tok.end() + 10)
+            # (one word between control tokens, `<|open|>think<|sep|>`, is one marker of the format: no call or turn)
+            words = [w for w in _TOKEN.split(body) if w.strip(_WS)]
+            marker = len(words) == 1 and words[0].isidentifier()
+            whole = (_JSON_CALL_START.match(body) and body.endswith("}")) or (tok and len(body) > tok.end() + 10
+                                                                               and not marker)
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
                          + ("a whole call or turn where the format has no place for one" if whole else
                             "which the template's format has no place for"))

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..chat.prompt import prepare_request, render_prompt
-from ..chat.repairs import TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING, TOLERANCE_REPAIRS, UNCLOSED_FINAL_CALL
+from ..chat.repairs import (REPEATED_PROMPT_TAIL, REPEATED_TURN_HEADER, TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING,
+                            TOLERANCE_REPAIRS, UNCLOSED_FINAL_CALL)
 from ..chat.roundtrip import compare_messages, expected_message
 from ..chat.samples import end_of_turn_candidates
 from ..escapes import code_span, escape_invisible
@@ -39,7 +40,7 @@ from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
 from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
-from .model import FixKind, reasoning_markers, tool_stub
+from .model import FixKind, reasoning_markers, stop_point, tool_stub
 from .nearest import (MAX_EDITS, MAX_PARSES, TIME_BUDGET, TRIAGE_CHARS, _JSON_CALL_START, _KEY_ALIASES, _SPECIAL_SHAPE,
                       _WS, Edit, NearestOutput, _accepted_parse, _accepts, _Budget, _context, _format_markers, _literals,
                       _parse, _Parsed, _q, _quote_for_delimiter, _shift, diff_of, nearest_output, sentence_of)
@@ -914,6 +915,30 @@ def _repeated_tail(ex: Any, r_start: str) -> str:
             # (a parse that skipped the tail and placed everything else read the output as meant: no mistake)
             return tail if not ex.clean or tail in kept else ""
     return ""
+
+
+_TAIL_REPAIRS = (REPEATED_TURN_HEADER, REPEATED_PROMPT_TAIL)
+
+
+def _left_after_tail_repairs(setup: _Setup, out: str, budget: Any) -> str:
+    """Why no fix applies when a repair that skips a repeated prompt tail reads this one (its own record: it fires)
+    and the parse still stops: where, and on what — the fault left is after the tail. ``""`` when neither repair
+    fires, or the re-parse is clean (then a fix is offered) or cut."""
+    if not budget.take(len(out)):
+        return ""
+    try:
+        p = _parse(setup, out, repairs=_TAIL_REPAIRS)
+    except Exception:  # noqa: BLE001 - improved fidelity may not build: nothing to say
+        return ""
+    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n in _TAIL_REPAIRS]
+    if not fired or p.clean or p.stop < 0:
+        return ""
+    found = stop_point(out, 0, p.stop, [], ()).found
+    return (f"the repair {', '.join(f'`{n}`' for n in fired)} reads the repeated tail (it fires on this output), "
+            f"but its parse then stops at output position {p.stop}: expected "
+            f"{' or '.join(p.expected) or 'something else'}; found {_q(found) if found else 'the end of the output'}"
+            " — no change of ours (repair, request, override, template patch, server setting) reads what is left "
+            "there: the model's output (or a new repair) must change")
 
 
 # the call-format classes the relation of the template's call pieces to the output's markup decides
@@ -1905,8 +1930,18 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         # (written again after the block's closer it is a later message, not a re-opened block)
         # (before the readings of the stop point: a marker left in the message is the plainest evidence)
         # the output's own opener read, and the same marker written again inside the block: left in the message
-        ev.append(f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the "
-                  "block, which the parse leaves in the message")
+        # (written once: the second opener is the prompt's, or the prompt opened and closed the block)
+        head = r_start.strip(_WS)
+        if again >= 0:
+            said = f"the output opens the reasoning with {_q(r_start)} and writes {_q(r_start)} again inside the block"
+        elif gp.rstrip(_WS).endswith(head):
+            said = f"the generation prompt already opens the reasoning with {_q(head)} and the output opens it again"
+        elif head in gp and any(e.strip(_WS) and e.strip(_WS) in gp[gp.rfind(head):] for e in r_ends):
+            said = (f"the generation prompt opens and closes the reasoning, and the output opens it again with "
+                    f"{_q(head)}")
+        else:
+            said = f"the output opens the reasoning with {_q(r_start)}"
+        ev.append(said + ", which the parse leaves in the message")
         return Mistake.REOPENED_REASONING, ev
     pair = _unfound_token_pair(setup, bundle, out, msg, ctx, r_start, r_ends) if ex.clean else None
     if pair:
@@ -1965,6 +2000,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
             ctx["undeclared"] = undeclared[:2]
             ev = ev + ["a second fault, inside the call: " + undeclared[2]]
         ctx["specific"] = True
+        left = _left_after_tail_repairs(setup, out, ctx["budget"]) if "budget" in ctx else ""
+        if left:
+            ctx["why_none"] = left
         ctx["headline"] = (f"the output begins with {_q(tail)}, which the generation prompt already ends with: the "
                            "model wrote the prompt's tail again")
         return Mistake.REPEATED_PROMPT_TAIL, ev + [
@@ -5041,7 +5079,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         for f in uniq:
             f.gives_expected = _gives_expected(f.message, expect, ex.output)
         uniq.sort(key=lambda f: not f.gives_expected)      # (stable: the ranking above within each part)
-    why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request))
+    r_marks = reasoning_markers(bundle)
+    kept = [(x.strip(_WS), f) for f in ("reasoning_content", "content")
+            for x in dict.fromkeys([r_marks[0], *r_marks[1], *markers]) if x and x.strip(_WS) in (cur.get(f) or "")]
+    why = "" if uniq else (ctx.get("why_none") or _why_none(mistake, near, ex, setup.request, kept))
     if not uniq and not ctx.get("why_none") and mistake == Mistake.OMITTED_OPENER:
         # the table's reason blames the opener; when the repairs read the call once something else is mended, that
         # is what stops them
@@ -5464,7 +5505,9 @@ def _what_stops_repairs(setup: _Setup, out: str, budget: Any) -> str:
     return ""
 
 
-def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
+def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None, left: list[tuple[str, str]] | None = None
+              ) -> str:
+    """Why no change of ours helps; ``left``: the format's markers the message keeps, with the field each is in."""
     named = _json_call_name(ex.message.get("content") or ex.message.get("reasoning_content") or "")
     from .causes import tool_names
 
@@ -5485,6 +5528,14 @@ def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None) -> str:
         return (f"no change of ours re-parses this output clean to a message with calls: at {fid} fidelity the "
                 f"call is read but text is left ({_q(left, 40) if left.strip(_WS) else repr(left)} in the content), "
                 "so that parse is not clean")
+    calls = ex.message.get("tool_calls") or []
+    if calls and mistake not in _WHY:
+        # the parse already reads the calls: what no change does is read them without the markup left in the message
+        kept = " or ".join(f"{_q(x)} in its {'reasoning' if f == 'reasoning_content' else 'content'}"
+                           for x, f in (left or [])[:2])
+        return (f"the parse already reads the call{'s' if len(calls) > 1 else ''}, and no change of ours (repair, "
+                "request, override, template patch, server setting) re-parses this output to a message "
+                + (f"without {kept}" if kept else "other than this one"))
     return _WHY.get(mistake, "no change of ours (repair, request, override, template patch, server setting) "
                              "re-parses this output to a message with calls")
 
@@ -5535,7 +5586,9 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     nearest = None
     if near:
         edits = _shift(near[0])
-        nearest = NearestOutput(edits, near[1].output, near[1].message.to_openai(), sentence_of(edits, ex.output),
+        nearest = NearestOutput(edits, near[1].output, near[1].message.to_openai(),
+                                sentence_of(edits, ex.output, frozenset({0}) if _learned_separator(
+                                    setup, edits, ex.output, ctx) else frozenset()),
                                 diff_of(edits, ex.output))
     fixes, why = ranked_fixes(ex, setup, bundle, mistake, near, budget, ctx)
     if nearest:
