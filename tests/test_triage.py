@@ -929,7 +929,9 @@ AGREEMENT = {
     # 52 -> 56, 47 -> 49, 44 -> 46 (without the expected message 49 -> 53, 48 -> 50, 51 -> 55, 46 -> 48, 43 -> 45)
     "kept25-kept27": {"labellers": (51, 59), "within_second": (57, 59), "triage_first": (54, 59),
                       "triage_second": (51, 59), "triage_either": (56, 59), "consensus_cause": (49, 51),
-                      "consensus_both": (46, 51)},
+                      # the repairs written from kept20–kept25: Kimi K2's rows are offered section-opener-whitespace,
+                      # whose message keeps the model's call ids (labels "none helps" stay): 46 -> 44
+                      "consensus_both": (44, 51)},
     # kept aside, both labellers following the guide: kept28 (29 rows), kept29 (7); first measure, on the same rules
     # then the nearest-output round and the seventeenth round of rules, both written without it: one agreed row
     # lost (a Qwen2.5 text after the calls named by a whitespace slip before it), with or without the expected
@@ -940,7 +942,8 @@ AGREEMENT = {
     # expected message
     "kept28-kept29": {"labellers": (31, 36), "within_second": (31, 36), "triage_first": (32, 36),
                       "triage_second": (33, 36), "triage_either": (35, 36), "consensus_cause": (30, 31),
-                      "consensus_both": (30, 31)},
+                      # the same for kept28's Kimi K2 rows after the repairs written from kept20–kept25: 30 -> 27
+                      "consensus_both": (27, 31)},
     # kept aside, both labellers following the guide: kept30 (3 rows), kept31 (11), kept32 (4); first measure, on the
     # rules of the eighteenth round (the second labeller saw the first label of kept32's MiniMax-M1 row by mistake and
     # said so; the two still differ there, so it counts in no agreed row)
