@@ -471,9 +471,9 @@ SCORES = {
     # (28 -> 29, with or without the expected message); Python's True/False/None replaced by JSON's literal where
     # a JSON value is wanted: nearest 11 -> 12
     # the repairs written from kept20–kept25 (this batch's source among them): section-opener-whitespace reads the
-    # four Kimi K2 rows labelled "none helps" (a line break after the section opener), but the message keeps the
-    # model's call ids, which the engine's leaves out: the labels stay (their notes say so), fix 29 -> 25
-    "kept25.jsonl": {"dev": (29, 25, 12, 12)},
+    # four Kimi K2 rows labelled "none helps" (a line break after the section opener), with the engine's message but
+    # for the model's own call ids: relabelled with it (their notes say so), fix 29 -> 29
+    "kept25.jsonl": {"dev": (29, 29, 12, 12)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-eighth batch"); the cause misses are
     # mostly a second fault named first (Mistral's call ids where the label takes the omitted space first, by
     # position; Qwen3's line breaks where the label takes thinking on with no think block first, by step) and the
@@ -507,8 +507,9 @@ SCORES = {
     # whitespace inside the markup (Qwen2.5's pretty-printed calls), text before a reasoning block the prompt leaves to
     # the model (Qwen3): 21 -> 25, with or without the expected message
     # the repairs written from kept20–kept25 (real_outputs_kept24 among them): section-opener-whitespace reads the
-    # four Kimi K2 rows labelled "none helps", but the message keeps the model's call ids: fix 27 -> 23
-    "kept28.jsonl": {"dev": (25, 23, 24, 24)},
+    # four Kimi K2 rows labelled "none helps", with the engine's message but for the model's own call ids: relabelled
+    # with it (their notes say so), fix 27 -> 27
+    "kept28.jsonl": {"dev": (25, 27, 24, 24)},
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-first batch"); the one cause miss is
     # MiniMax M3's text before a mid-answer think block (LEADING_TEXT by hand, REASONING_SETTING said)
     # dev since the nineteenth round: that text before a reasoning block the prompt leaves to the model (6 -> 7)
@@ -830,7 +831,19 @@ def test_the_hand_fix_works(case):
     # a fix marked "clean": false reads the message right but the output stays unfinished (reasoning never closed)
     assert clean != (case["fix"].get("clean") is False) and msg != broken, msg
     if "expect" in case:        # the message the report (tests/data/drift) says the output means
-        assert _same(msg, case["expect"]), msg
+        assert _same(_ids_as_expected(msg, case["expect"]), case["expect"]), msg
+
+
+def _ids_as_expected(msg: dict, expect: dict) -> dict:
+    """``msg`` with the id of each call dropped where the expected message's call has none: an engine makes up its
+    own ids (Kimi K2's own `functions.NAME:IDX` the model writes is left out of the engines' messages), as the
+    real-output sets and ``explain --expect`` compare them."""
+    want = expect.get("tool_calls") or []
+    calls = [dict(c) for c in msg.get("tool_calls") or []]
+    for c, w in zip(calls, want):
+        if not w.get("id"):
+            c.pop("id", None)
+    return {**msg, "tool_calls": calls} if calls else msg
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -929,9 +942,9 @@ AGREEMENT = {
     # 52 -> 56, 47 -> 49, 44 -> 46 (without the expected message 49 -> 53, 48 -> 50, 51 -> 55, 46 -> 48, 43 -> 45)
     "kept25-kept27": {"labellers": (51, 59), "within_second": (57, 59), "triage_first": (54, 59),
                       "triage_second": (51, 59), "triage_either": (56, 59), "consensus_cause": (49, 51),
-                      # the repairs written from kept20–kept25: Kimi K2's rows are offered section-opener-whitespace,
-                      # whose message keeps the model's call ids (labels "none helps" stay): 46 -> 44
-                      "consensus_both": (44, 51)},
+                      # the repairs written from kept20–kept25: Kimi K2's rows are fixed by section-opener-whitespace
+                      # (relabelled: the engine's message but for the model's own call ids): 46 -> 48
+                      "consensus_both": (48, 51)},
     # kept aside, both labellers following the guide: kept28 (29 rows), kept29 (7); first measure, on the same rules
     # then the nearest-output round and the seventeenth round of rules, both written without it: one agreed row
     # lost (a Qwen2.5 text after the calls named by a whitespace slip before it), with or without the expected
@@ -942,8 +955,8 @@ AGREEMENT = {
     # expected message
     "kept28-kept29": {"labellers": (31, 36), "within_second": (31, 36), "triage_first": (32, 36),
                       "triage_second": (33, 36), "triage_either": (35, 36), "consensus_cause": (30, 31),
-                      # the same for kept28's Kimi K2 rows after the repairs written from kept20–kept25: 30 -> 27
-                      "consensus_both": (27, 31)},
+                      # the same for kept28's Kimi K2 rows after the repairs written from kept20–kept25: 30 -> 30
+                      "consensus_both": (30, 31)},
     # kept aside, both labellers following the guide: kept30 (3 rows), kept31 (11), kept32 (4); first measure, on the
     # rules of the eighteenth round (the second labeller saw the first label of kept32's MiniMax-M1 row by mistake and
     # said so; the two still differ there, so it counts in no agreed row)
