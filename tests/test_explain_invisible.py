@@ -22,5 +22,9 @@ def test_a_zero_width_space_in_a_called_name_is_shown_escaped_not_cut():
     out = '<tool_call>\n{"name": "get_\u200bweather", "arguments": {"city": "Paris"}}\n</tool_call>'
     ex = explain(t, req, out)
     assert ex.stop.words() == "expected `get_weather`; found `get_\\u200bweather`"
-    assert ex.triage.sentence == "the model called `get_\\u200bweather`; the request offers `get_weather`"
+    assert ex.triage.sentence == ("the model called `get_\\u200bweather`; the request offers `get_weather`, which the "
+                                  "output writes with the invisible character U+200B in it: with the name written "
+                                  "`get_weather` the same output parses clean to a call of `get_weather`, so the name "
+                                  "is the only fault")
+    assert [(e.kind, e.old) for e in ex.triage.nearest.edits] == [("delete", "\u200b")]
     assert "\u200b" not in ex.triage.sentence

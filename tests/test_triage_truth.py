@@ -234,3 +234,79 @@ def test_no_fix_after_a_repeated_harmony_header_names_where_the_header_repair_st
     for case_id in ("kept28-harmony-cpp-streaming-analysis-then-final", "kept28-harmony-cpp-parse-final-channel"):
         _ex, tg = _triaged("kept32.jsonl", case_id)
         assert [f.change for f in tg.fixes] == [{"repairs": ["repeated-turn-header", "message-closer-at-end"]}]
+
+
+# ollama/ollama#16686 (https://github.com/ollama/ollama/issues/16686): Qwen3-Coder's call as the issue quotes it,
+# without `<tool_call>` (the template's parser reads it so), and a request offering the tool `Read`
+_QCODER_16686 = ("<function=Read>\n<parameter=file_path>\n/path/to/the/file.md\n</parameter>\n</function>\n"
+                 "</tool_call>")
+_READ_TOOL = {"type": "function", "function": {"name": "Read", "description": "", "parameters": {
+    "type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}}}
+_READ_MESSAGES = [{"role": "user", "content": "read <path to a real 4 KB .md file>"}]
+
+
+def _qcoder(output: str, *, tools: bool = True, fidelity: str = "llama.cpp"):
+    req = ChatRequest.from_dict({"messages": _READ_MESSAGES, **({"tools": [_READ_TOOL], "tool_choice": "auto",
+                                                                  "parallel_tool_calls": True} if tools else {})})
+    ex = explain(_template("Qwen3-Coder.jinja"), req, output, fidelity=fidelity)
+    return ex, ex.triage
+
+
+def test_the_real_call_parses_clean_without_its_opener():
+    """The premise of the next tests: the issue's output, as quoted, is a clean call of `Read`."""
+    ex, tg = _qcoder(_QCODER_16686)
+    assert ex.clean and [c["function"]["name"] for c in ex.message["tool_calls"]] == ["Read"]
+    assert tg.mistake == Mistake.NONE
+
+
+def test_a_tool_name_in_other_letter_case_is_named_not_an_omitted_opener():
+    """ollama#16686's output with one change, the tool name written `read` for `Read`: the name is the fault (the
+    same markup with `Read` parses clean), not the `<tool_call>` the format reads without; the nearest output is
+    that one replace, at both fidelities (at improved an empty `Read` call inserted before `</tool_call>`, which
+    leaves the real call in the content, is not it)."""
+    out = _QCODER_16686.replace("<function=Read>", "<function=read>")
+    for fidelity in ("llama.cpp", "improved"):
+        _ex, tg = _qcoder(out, fidelity=fidelity)
+        assert tg.mistake == Mistake.UNKNOWN_TOOL
+        assert tg.sentence == ("the model called `read`; the request offers `Read`, which the output writes in "
+                               "other letter case: with the name written `Read` the same output parses clean to a "
+                               "call of `Read`, so the name is the only fault")
+        assert "<tool_call>" not in tg.sentence
+        assert [(e.kind, e.pos, e.old, e.new) for e in tg.nearest.edits] == [("replace", 10, "read", "Read")]
+        assert [c["function"]["name"] for c in tg.nearest.message["tool_calls"]] == ["Read"]
+        assert "content" not in tg.nearest.message
+        assert tg.relation is None
+
+
+def test_a_zero_width_space_in_the_tool_name_is_a_one_edit_nearest_output():
+    """ollama#16686's output with one change, U+200B written inside `Read`: deleting that one character is the
+    nearest output, and the name is the fault named."""
+    out = _QCODER_16686.replace("<function=Read>", "<function=Re\u200bad>")
+    _ex, tg = _qcoder(out)
+    assert tg.mistake == Mistake.UNKNOWN_TOOL
+    assert "the invisible character U+200B in it" in tg.sentence and "opener" not in tg.sentence
+    assert [(e.kind, e.pos, e.old, e.new) for e in tg.nearest.edits] == [("delete", 12, "\u200b", "")]
+    assert tg.nearest.output == _QCODER_16686
+
+
+def test_a_request_without_tools_is_not_said_to_need_a_rerun():
+    """ollama#16686's output with the request's tools left out: nothing says the call is "not complete enough to
+    parse" or that the model must run again — with the tools sent the same output parses clean."""
+    _ex, tg = _qcoder(_QCODER_16686, tools=False)
+    assert tg.mistake == Mistake.TOOLS_NOT_SENT and not tg.fixes
+    assert tg.no_fix == ("the request carries no tools, so the parser reads no call, and no change of ours adds "
+                         "the tools the model was given (their names and parameters are not in the request): send "
+                         "them and parse this output again")
+    assert "re-run" not in tg.no_fix and "not complete" not in tg.no_fix
+    ex, _tg = _qcoder(_QCODER_16686)
+    assert ex.clean and ex.message["tool_calls"]
+
+
+def test_the_count_of_call_blocks_is_the_outputs_not_a_scanned_windows():
+    """ollama#16686's output with one change, repeated with a line of text before each copy (3,000 and 5,000
+    copies, more than the 256 KB the triage scans for the shape): the count said is the output's."""
+    copy = "I'll read it.\n\n" + _QCODER_16686 + "\n"
+    for n in (3000, 5000):
+        _ex, tg = _qcoder(copy * n)
+        assert tg.mistake == Mistake.TRAILING_TEXT
+        assert tg.sentence.endswith(f"the output writes {n} call blocks and the parse reads 1")

@@ -26,6 +26,7 @@ import itertools
 import json
 import re
 import shlex
+import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -1070,7 +1071,7 @@ def _classified(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Pa
         stops = [e for e in ev if e.startswith("the parse stopped at")]
         return expected[0], stops + [expected[1]] + [f"the output alone reads as {mistake.value}: " + e
                                                      for e in ev[-1:] if e not in stops]
-    decided = _misdecoded_spaces(mistake, ex, setup, bundle, ctx) \
+    decided = _misnamed_call(ex, setup, ctx) or _misdecoded_spaces(mistake, ex, setup, bundle, ctx) \
         or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) \
         or _whitespace_added_first(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
@@ -2890,6 +2891,50 @@ def _after_own_marker(setup: _Setup, ex: Any, out: str, tok: re.Match[str], edit
     return None
 
 
+_NAME_RUN = re.compile(r"[\w.\-\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]{1,128}")
+_NAME_TRIES = 4             # near names re-parsed at most (one parse each)
+
+
+def _misnamed_call(ex: Any, setup: _Setup, ctx: dict[str, Any]) -> tuple[Mistake, str] | None:
+    """The tool name is the only fault: the parse read no call, the output writes a declared tool's name but for
+    its letter case or an invisible format character (U+200B …) in it, and with that one name written as declared
+    the same output parses clean to a call. The nearest output is that one edit (``ctx["near"]``); whatever
+    markup the call lacks otherwise (an opener the format reads without) is no fault. None otherwise."""
+    names = list(ctx["names"])
+    if not names or ex.message.get("tool_calls") or ctx.get("budget") is None:
+        return None
+    folded = {n.casefold(): n for n in names}
+    out = ex.output
+    tries = 0
+    for m in _NAME_RUN.finditer(out[:_SHAPE_CHARS]):
+        written = m.group(0)
+        if out[m.start() - 1:m.start()] == " ":
+            continue        # (a word of prose: a called name follows markup, a quote or a line break)
+        plain = "".join(c for c in written if unicodedata.category(c) != "Cf")
+        name = folded.get(plain.casefold())
+        if name is None or written == name:
+            continue
+        hidden = [(i, c) for i, c in enumerate(written) if unicodedata.category(c) == "Cf"]
+        if plain == name and len(hidden) == 1:
+            edit = Edit("delete", m.start() + hidden[0][0], hidden[0][1], "")
+        else:
+            edit = Edit("replace", m.start(), written, name)
+        tries += 1
+        p = _accepted_parse(setup, edit.apply(out), ctx["budget"], ctx)
+        if p is not None and any(c.name == name for c in p.message.tool_calls):
+            how = ("with the invisible character " + ", ".join(f"U+{ord(c):04X}" for _, c in hidden) + " in it"
+                   + (" and in other letter case" if plain != name else "")) if hidden else "in other letter case"
+            ctx["near"], ctx["near_replaces"] = ([edit], p), True
+            sentence = (f"the model called {_q(written)}; the request offers {_q(name)}, which the output writes "
+                        f"{how}: with the name written {_q(name)} the same output parses clean to a call of "
+                        f"{_q(name)}, so the name is the only fault")
+            ctx["headline"] = ctx["headline_after"] = sentence    # (the rules' reading may name it too)
+            return Mistake.UNKNOWN_TOOL, sentence
+        if tries >= _NAME_TRIES:
+            break
+    return None
+
+
 def _spaced_tool_name(setup: _Setup, ex: Any) -> str:
     """Evidence when the parse stopped where the template writes a declared tool's name and the output writes that
     name there with whitespace before it (and whitespace or the next marker after it): the name is offered, the
@@ -3432,6 +3477,7 @@ def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setu
         starts = [m.start() for m in re.finditer(re.escape(o), out[:_SHAPE_CHARS])]
         if len(starts) < 2 or len(msg.get("tool_calls") or []) >= len(starts):
             continue
+        written = out.count(o)      # the output's count, not the scanned window's (one linear count)
         for i, j in zip(starts, starts[1:]):
             ends = [out.find(c, i + len(o), j) for c in closers]
             end = max((e + len(c) for e, c in zip(ends, closers) if e >= 0), default=-1)
@@ -3440,7 +3486,7 @@ def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setu
             if text and not _SPECIAL_SHAPE.search(text):
                 return (f"after a call's closer the output writes {_q(text, 30)} and then {_q(o)} again: text "
                         "between two calls, where the format, as requested, reads nothing but another call after "
-                        f"a call — the output writes {len(starts)} call blocks and the parse reads "
+                        f"a call — the output writes {written} call blocks and the parse reads "
                         f"{len(msg.get('tool_calls') or [])}")
             prev, gap = _rendered_gap(setup, o, ctx) if setup is not None else ("", "")
             at = out.rfind(prev, i + len(o), j) if prev else -1
@@ -3454,7 +3500,7 @@ def _text_between_calls(out: str, msg: dict[str, Any], ctx: dict[str, Any], setu
                 return (f"after a call's closer the output writes {_q(raw, 30)} and then {_q(o)} again, where the "
                         f"template's render of two calls writes {_q(gap) if gap else 'nothing'} between them: text "
                         "between two calls, which the format, as requested, does not read — the output writes "
-                        f"{len(starts)} call blocks and the parse reads {len(msg.get('tool_calls') or [])}")
+                        f"{written} call blocks and the parse reads {len(msg.get('tool_calls') or [])}")
     return ""
 
 
@@ -5423,8 +5469,9 @@ _WHY = {
                                   "needed",
     Mistake.SPECIAL_TOKENS_STRIPPED: "the decoder dropped the control tokens: keep special tokens on the server "
                                      "(skip_special_tokens=false); the stripped text cannot be re-parsed as is",
-    Mistake.TOOLS_NOT_SENT: "the request carries no tools, and the printed call is not complete enough to parse: "
-                            "send the tools and re-run the model",
+    Mistake.TOOLS_NOT_SENT: "the request carries no tools, so the parser reads no call, and no change of ours adds "
+                            "the tools the model was given (their names and parameters are not in the request): send "
+                            "them and parse this output again",
     Mistake.CALL_ID_SHAPE: "the call id is not the template's shape and no repair of ours reads an id of that shape "
                            "to the message asked for: only the model's output (or a new repair) can change it",
     Mistake.TRAILING_TEXT: "the format, as requested, allows nothing after the call it reads; accepting text there "
