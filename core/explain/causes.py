@@ -148,7 +148,7 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
 
     # -- truncated
     # (an output with nothing written was not cut: the triage says the model wrote nothing)
-    if tr.truncated_at >= 0 and ex.truncated is not None and ex.output.strip(" \t\r\n") and not any(f.cause == Cause.REASONING_PREFILL and
+    if tr.truncated_at >= 0 and ex.truncated is not None and not ex.blank and not any(f.cause == Cause.REASONING_PREFILL and
                                                                      not msg.content for f in out):
         t = ex.truncated
         where = " > ".join(p for p in t.path if p) or "the format"
@@ -204,7 +204,7 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
             f"({len(om.tool_calls)} tool call(s), content {len(om.content)} chars, reasoning "
             f"{len(om.reasoning_content)} chars; here {len(msg.tool_calls)}, {len(msg.content)}, "
             f"{len(msg.reasoning_content)})"]))
-    if not out and not ex.clean and ex.output.strip(" \t\r\n"):
+    if not out and not ex.clean and not ex.blank:
         out.append(Finding(Cause.DRIFT, [ex.stop.words() if ex.stop else "the parse needed a recovery"]))
     return out
 

@@ -92,9 +92,10 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
                                                  fixes=False)
         if expect is not None:
             ex.expect_given = True
-            ex.expected_difference = compare_messages(expected_message(expect, output), ex.message)
+            want = expected_message(expect, output)
+            ex.expected_difference = compare_messages(want, ex.message)
             for fx in ex.fixes:     # the older candidates say it too, as the triage's ranked fixes do
-                fx.gives_expected = compare_messages(expected_message(expect, output), fx.message) is None
+                fx.gives_expected = compare_messages(want, fx.message) is None
         if fixes:
             # the triage (issue 26: the mistake, the nearest accepted output, ranked fixes) gets what is left of
             # EXPLAIN_BUDGET seconds, so explain as a whole stays within it on hostile outputs

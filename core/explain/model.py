@@ -566,6 +566,13 @@ def written_arguments_kind(output: str, name: str, keys: tuple[str, ...] = ARGUM
     return ""
 
 
+def tool_parameters(req: Any, name: str) -> Any:
+    """The ``parameters`` of the request's tool named ``name`` (the last one so named, as a lookup by name keeps it),
+    None when no tool has that name."""
+    return {t["function"].get("name"): t["function"].get("parameters") for t in req.tools or []
+            if isinstance(t, dict) and isinstance(t.get("function"), dict)}.get(name)
+
+
 def properties_of(params: Any) -> dict[str, Any]:
     """A tool's ``parameters.properties`` when it is an object, else ``{}`` (the request's schema is untrusted)."""
     props = params.get("properties") if isinstance(params, dict) else None

@@ -27,7 +27,7 @@ from .model import Setup as _Setup
 from .model import WS as _WS
 from .model import stop_point as _stop_point
 from .model import visible_text as _visible
-from .model import properties_of, reasoning_markers
+from .model import properties_of, reasoning_markers, tool_parameters
 from .renders import _rendered_call
 
 MAX_EDITS = 3
@@ -535,8 +535,7 @@ def _cut_call_tail(s: str, ctx: dict[str, Any]) -> str:
     tool = max(((s.rfind(n, a), n) for n in ctx["names"] if n), default=(-1, ""))
     if setup is None or tool[0] < 0:
         return ""
-    params = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
-              if isinstance(t, dict) and isinstance(t.get("function"), dict)}.get(tool[1])
+    params = tool_parameters(setup.request, tool[1])
     at = tool[0] + len(tool[1])
     param = max(((_last_word(s, k, at), k) for k in list(properties_of(params))[:64]), default=(-1, ""))
     value = param[0] + len(param[1])
@@ -638,8 +637,7 @@ def _undeclared_argument(s: str, at: int, lits: list[str], ctx: dict[str, Any]) 
     tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
     if setup is None or not word or tool[0] < 0:
         return None
-    params = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
-              if isinstance(t, dict) and isinstance(t.get("function"), dict)}.get(tool[1])
+    params = tool_parameters(setup.request, tool[1])
     props = properties_of(params)
     names = [x.strip(_WS) for x in lits]
     if not names or not set(names) <= set(props) or word.group(0) in props:

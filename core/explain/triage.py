@@ -41,6 +41,7 @@ from .model import MARKER_TOKEN as _TOKEN
 from .model import Cause
 from .model import Setup as _Setup
 from .model import build_bundle, dialect_failure, dialect_line, properties_of, required_of, written_arguments_kind
+from .causes import tool_names
 from .model import FixKind, reasoning_markers, stop_point, tool_stub
 from .nearest import (MAX_EDITS, MAX_PARSES, TIME_BUDGET, TRIAGE_CHARS, _JSON_CALL_START, _KEY_ALIASES, _SPECIAL_SHAPE,
                       _WS, Edit, NearestOutput, _accepted_parse, _accepts, _Budget, _context, _format_markers, _literals,
@@ -2309,7 +2310,6 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         return probs[0][0], ev + [p[1] for p in probs]
     if ex.stop is not None and Cause.SCHEMA_MISMATCH in causes:
         # the parser wanted another argument where the call ends: a required one is missing
-        from .causes import tool_names
 
         closer = ex.stop.found.strip(_WS)
         if closer.startswith("</") or closer == "":
@@ -2943,7 +2943,7 @@ def _spaced_tool_name(setup: _Setup, ex: Any) -> str:
     st = ex.stop
     if st is None:
         return ""
-    names = {(t.get("function") or {}).get("name") for t in setup.request.tools or [] if isinstance(t, dict)}
+    names = set(tool_names(setup.request))
     found = ex.output[st.output_pos:st.output_pos + 256]
     body = found.lstrip(_WS)
     if body == found:
@@ -2986,8 +2986,7 @@ def _other_turn_closer_after_answer(setup: _Setup, ex: Any) -> tuple[str, str] |
         return tok, (f"the answer ends with {_q(tok)}, the control token the template writes after an answer in the "
                      "conversation's history (before the next turn), not after a generated answer: the model closed "
                      "its answer with another turn's closer, and the parse keeps it in the content")
-    names = [(t.get("function") or {}).get("name") for t in setup.request.tools or [] if isinstance(t, dict)]
-    names = [n for n in names if isinstance(n, str) and n]
+    names = [n for n in tool_names(setup.request) if n]
     if any(n in content for n in names):
         return None     # (a declared tool's name before it: a call whose opener is missing, not an answer)
     call = _rendered_call(setup, names[0] if names else "f", {}).rstrip(_WS)
@@ -5556,7 +5555,6 @@ def _why_none(mistake: Mistake, near: Any, ex: Any, req: Any = None, left: list[
               ) -> str:
     """Why no change of ours helps; ``left``: the format's markers the message keeps, with the field each is in."""
     named = _json_call_name(ex.message.get("content") or ex.message.get("reasoning_content") or "")
-    from .causes import tool_names
 
     if req is not None and named is not None and named not in tool_names(req) \
             and mistake in (Mistake.TEMPLATE_MODEL_MISMATCH, Mistake.UNKNOWN_TOOL):

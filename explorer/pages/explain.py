@@ -206,13 +206,18 @@ if ex["entry"] == "no-parser":   # the template does not render: why, and what w
 
 # ---------------------------------------------------------------- triage: the mistake, nearest output, ranked fixes
 
+def _no_fix_caption(tg: dict) -> str:
+    """The triage's no-fix line as a caption (a sentence: its first letter capital)."""
+    said = no_fix_words(tg.get("no_fix") or "", bool(tg.get("budget_hit")))
+    return md_code(said[:1].upper() + said[1:])
+
+
 # the model wrote nothing: the triage's one sentence and why nothing of ours helps, no fixes below
 wrote_nothing = ex["answer"]["from"] == "triage" and ex["answer"]["name"] == "NONE"
 if wrote_nothing:
     st.subheader("What the model did")
     st.markdown(md(tg["sentence"]))
-    said = no_fix_words(tg.get("no_fix") or "", bool(tg.get("budget_hit")))
-    st.caption(md_code(said[:1].upper() + said[1:]))
+    st.caption(_no_fix_caption(tg))
 if tg.get("mistake") not in (None, "NONE"):
     st.subheader("What the model did")
     points = [ex["stop"], ex["truncated"]]
@@ -226,11 +231,10 @@ if tg.get("mistake") not in (None, "NONE"):
         st.code(visible_text(near["diff"]), language="diff", wrap_lines=True)
     st.markdown("**Fixes, ranked** (each re-parsed before it is offered)")
     if not tg.get("fixes"):
-        said = no_fix_words(tg.get("no_fix") or "", bool(tg.get("budget_hit")))
-        st.caption(md_code(said[:1].upper() + said[1:]))
+        st.caption(_no_fix_caption(tg))
     for i, fx in enumerate(tg.get("fixes") or []):
-        said = {True: " — gives the expected message", False: " — does not give the expected message"}.get(
-            fx.get("gives_expected"), "")    # (only with an expected message in the Reproducer box)
+        said = "" if fx.get("gives_expected") is None else " — " + fix_expected_words(fx["gives_expected"])
+        # (only with an expected message in the Reproducer box)
         st.markdown(md(f"{i + 1}. {fx['kind']}: ") + md_code(fx["description"]) + _needs_fidelity(fx) + md(said),
                     help=md(f"CLI: explain … {fx['cli']}") if fx.get("cli") else None)
         if "template_patch" in fx["change"]:
