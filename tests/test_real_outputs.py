@@ -144,7 +144,12 @@ a case worse (or better: then raise the figure) is seen. docs/realset-baseline.m
   function-call guide), each family with its model's own template (two families), each with the message the test or
   guide states; 1 in 4 expects a tool call (the pool held no more: mistral-common's parser tests feed token ids,
   llama-models' tool utilities formats no template writes, gpt-oss's tests assert status codes). Nobody writes repairs
-  from it."""
+  from it.
+- ``real_outputs_kept30``: the thirtieth kept-aside batch, outputs Python agent and app frameworks feed to their
+  reasoning parsers in their own tests (autogen's `parse_r1_content` and its R1-family OpenAI client, smolagents'
+  DeepSeek think-tag removal), one family with its model's own template, each with the message the test asserts; none
+  expects a tool call (5 cases: the pool held no more; the frameworks' other parsers are model-less `<think>`
+  strippers and JSON extractors, or read already-parsed API objects). Nobody writes repairs from it."""
 
 from __future__ import annotations
 
@@ -308,6 +313,8 @@ PASS = {
     # repairs written from kept20–kept25 without it (message-closer-at-end reads the `<|end|>` closing two Harmony
     # final messages)
     "real_outputs_kept28": {("llama.cpp", "kept28"): 0, ("improved", "kept28"): 3},
+    # kept aside, first measure 0 / 2 (docs/realset-baseline.md "Thirtieth kept-aside batch")
+    "real_outputs_kept30": {("llama.cpp", "kept30"): 0, ("improved", "kept30"): 2},
 }
 # per set, in the order the sets were collected (a set shares no output with an earlier one): cases, families,
 # splits, and whether every case marked "both" is exactly one right at llama.cpp fidelity
@@ -344,6 +351,7 @@ SETS = {
     "real_outputs_kept26": (9, 5, {"kept26"}, True),
     "real_outputs_kept27": (17, 5, {"kept27"}, True),
     "real_outputs_kept28": (4, 2, {"kept28"}, True),
+    "real_outputs_kept30": (5, 1, {"kept30"}, True),
 }
 # cases right at llama.cpp fidelity that improved answers otherwise on purpose, each with the rule and why
 DELIBERATELY_OTHER = {
@@ -442,7 +450,7 @@ TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.
                             "kept16.jsonl", "kept18.jsonl", "kept19.jsonl", "kept20.jsonl",
                             "kept21.jsonl", "kept22.jsonl", "kept23.jsonl", "kept24.jsonl", "kept25.jsonl",
                             "kept26.jsonl", "kept28.jsonl",
-                            "kept29.jsonl", "kept30.jsonl", "kept31.jsonl", "kept32.jsonl"}
+                            "kept29.jsonl", "kept30.jsonl", "kept31.jsonl", "kept32.jsonl", "kept34.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
@@ -459,7 +467,8 @@ REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_out
                                        "real_outputs_kept20", "real_outputs_kept21",
                                        "real_outputs_kept22", "real_outputs_kept23",
                                        "real_outputs_kept24", "real_outputs_kept25",
-                                       "real_outputs_kept26", "real_outputs_kept27", "real_outputs_kept28"])
+                                       "real_outputs_kept26", "real_outputs_kept27", "real_outputs_kept28",
+                                       "real_outputs_kept30"])
 def test_a_kept_batch_comes_from_pages_and_outputs_no_earlier_set_used(directory):
     cases = _cases(directory)
     earlier_sets = list(SETS)[:list(SETS).index(directory)]
