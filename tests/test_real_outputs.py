@@ -451,7 +451,8 @@ TRIAGE_FROM_REAL_OUTPUTS = {"kept6.jsonl", "kept7.jsonl", "kept8.jsonl", "kept9.
                             "kept16.jsonl", "kept18.jsonl", "kept19.jsonl", "kept20.jsonl",
                             "kept21.jsonl", "kept22.jsonl", "kept23.jsonl", "kept24.jsonl", "kept25.jsonl",
                             "kept26.jsonl", "kept28.jsonl",
-                            "kept29.jsonl", "kept30.jsonl", "kept31.jsonl", "kept32.jsonl"}
+                            "kept29.jsonl", "kept30.jsonl", "kept31.jsonl", "kept32.jsonl",
+                            "kept33.jsonl"}
 # real-output sets built from a triage batch's own rows (the same reports, with the reporter's message): that batch
 # is not an earlier source of the set
 REAL_OUTPUTS_FROM_TRIAGE = {"real_outputs_reports2": {"kept12.jsonl"}, "real_outputs_reports3": {"kept14.jsonl"}}
