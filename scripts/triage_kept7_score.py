@@ -28,6 +28,7 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept30.jsonl     # the thirty-second batch (SCORES["kept30.jsonl"]["kept30"])
     python scripts/triage_kept7_score.py --set kept31.jsonl     # the thirty-third batch (SCORES["kept31.jsonl"]["kept31"])
     python scripts/triage_kept7_score.py --set kept32.jsonl     # the thirty-fourth batch (SCORES["kept32.jsonl"]["kept32"])
+    python scripts/triage_kept7_score.py --set kept33.jsonl     # the thirty-fifth batch (SCORES["kept33.jsonl"]["kept33"])
     python scripts/triage_kept7_score.py --set kept34.jsonl     # the thirty-sixth batch (SCORES["kept34.jsonl"]["kept34"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to

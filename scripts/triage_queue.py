@@ -7,10 +7,10 @@ kept20.jsonl", "Twenty-third batch: kept21.jsonl", "Twenty-fourth batch: kept22.
 kept23.jsonl", "Twenty-sixth batch: kept24.jsonl", "Twenty-seventh batch: kept25.jsonl", "Twenty-eighth batch:
 kept26.jsonl", "Thirtieth batch: kept28.jsonl", "Thirty-first batch: kept29.jsonl", "Thirty-second batch:
 kept30.jsonl", "Thirty-third batch: kept31.jsonl", "Thirty-fourth batch:
-kept32.jsonl", "Thirty-sixth batch: kept34.jsonl"; each rule was first committed
+kept32.jsonl", "Thirty-fifth batch: kept33.jsonl", "Thirty-sixth batch: kept34.jsonl"; each rule was first committed
 as a script of its own, in git history).
 
-    # BATCH: kept6 … kept13, kept15, kept16, kept18 … kept26, kept28 … kept32, kept34
+    # BATCH: kept6 … kept13, kept15, kept16, kept18 … kept26, kept28 … kept34
     python scripts/triage_queue.py BATCH [--templates ../shared/templates] [--json]
 
 Every row of the batch's real-output sets that our parser at ``llama.cpp`` fidelity gets wrong (not
@@ -87,6 +87,10 @@ BATCHES = {
     # the model makers' own repositories (openai/harmony's C++ port parser tests for gpt-oss, MiniMax-M1's
     # Portuguese function-call guide), each family on its own template
     "kept32": ("real_outputs_kept28",),
+    # on-device and C++/Java runtimes' parser tests (openvino.genai's Phi-4 / DeepSeek-R1 reasoning and Llama-3 JSON
+    # parsers, LiteRT-LM's Qwen3 / Gemma 4 / MiniCPM5 data processors, MNN Chat's gpt-oss result processor: projects
+    # no set mined), each family on its own template
+    "kept33": ("real_outputs_kept29",),
     # Python agent and app frameworks' reasoning-parser tests (autogen's R1 parsers, smolagents' DeepSeek think-tag
     # removal: projects no set mined), each family on its own template
     "kept34": ("real_outputs_kept30",),
@@ -94,7 +98,7 @@ BATCHES = {
 # rows a batch takes from the head of its queue (40 unless named)
 SIZE = {"kept15": 30, "kept16": 30, "kept18": 30, "kept19": 30, "kept20": 30, "kept21": 30, "kept22": 30,
         "kept23": 30, "kept24": 30, "kept25": 30, "kept26": 30, "kept28": 30, "kept29": 30,
-        "kept30": 30, "kept31": 30, "kept32": 30, "kept34": 30}
+        "kept30": 30, "kept31": 30, "kept32": 30, "kept33": 30, "kept34": 30}
 
 
 def _bare(url: str) -> str:
