@@ -7,7 +7,7 @@ second labeller who never saw those labels nor ran the triage (a cause, a second
   labeller was compared with: a row the labelling guide relabelled since keeps it in ``cause_before_guide``, so the
   labellers' figures do not move;
 - ``kept19-kept22`` (63 rows), ``kept23-kept24`` (40 rows), ``kept25-kept27`` (59 rows), ``kept28-kept29``
-  (36 rows) and ``kept30-kept32`` (18 rows), both labellers following the labelling guide's decision order (with the step that decided each
+  (36 rows), ``kept30-kept32`` (18 rows) and ``kept33-kept34`` (19 rows), both labellers following the labelling guide's decision order (with the step that decided each
   second label); each later group measures the rounds of rules written from the groups before it.
 
 Each group's second labels are ``tests/data/triage/second_labels/<group>.jsonl``.
@@ -16,7 +16,7 @@ This prints how often the two labellers agree, how often the triage's cause equa
 rows both labellers agree on (docs/explain.md, "Two labellers"):
 
     python scripts/triage_agreement.py [--group kept15-kept18|kept19-kept22|kept23-kept24|kept25-kept27|
-                                                kept28-kept29|kept30-kept32] [--templates ../shared/templates] [--rows]
+                                                kept28-kept29|kept30-kept32|kept33-kept34] [--templates ../shared/templates] [--rows]
 
 Nothing here is imported by the library; ``tests/test_triage.py`` pins the same figures (``AGREEMENT``).
 """
@@ -38,6 +38,7 @@ GROUPS = {
     "kept25-kept27": ("kept25.jsonl", "kept26.jsonl", "kept27.jsonl"),
     "kept28-kept29": ("kept28.jsonl", "kept29.jsonl"),
     "kept30-kept32": ("kept30.jsonl", "kept31.jsonl", "kept32.jsonl"),
+    "kept33-kept34": ("kept33.jsonl", "kept34.jsonl"),
 }
 
 

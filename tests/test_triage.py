@@ -997,6 +997,13 @@ AGREEMENT = {
     "kept30-kept32": {"labellers": (17, 18), "within_second": (18, 18), "triage_first": (17, 18),
                       "triage_second": (18, 18), "triage_either": (18, 18), "consensus_cause": (17, 17),
                       "consensus_both": (17, 17)},
+    # kept aside, both labellers following the guide: kept33 (14 rows), kept34 (5); first measure, on the rules of the
+    # nineteenth round. The labellers part on 10 rows, 6 of them Phi-4-mini-reasoning's <think> block under a template
+    # with no reasoning markers (TEMPLATE_MODEL_MISMATCH first, FORMAT_NOT_FOUND second, each the other's second
+    # choice); the two fix misses on agreed rows are DeepSeek R1's template patch, one line break from the hand patch
+    "kept33-kept34": {"labellers": (9, 19), "within_second": (17, 19), "triage_first": (8, 19),
+                      "triage_second": (13, 19), "triage_either": (13, 19), "consensus_cause": (8, 9),
+                      "consensus_both": (6, 9)},
 }
 
 
