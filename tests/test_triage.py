@@ -3115,6 +3115,60 @@ def test_the_nearest_output_finds_the_new_edit_kinds(set_name, case_id, edits):
     assert [(e.kind, e.old, e.new) for e in tg.nearest.edits] == edits
 
 
+_OPENAI_ARGS = '["\\"OpenAI\\" \\"latest\\" \\"release\\""]'
+_GEMINI_ARGS = '["\\"Gemini\\" \\"latest\\" \\"release\\""]'
+
+
+@pytest.mark.parametrize("set_name, case_id, edits", [
+    # a call block written inside the reasoning, to a tool the request does not declare: that block alone deleted,
+    # from the format's opener through its closer (the reasoning's closer and the prose after it kept)
+    ("kept8.jsonl", "kept6-vllm-minimax-thinking-tags",
+     [("delete", '<tool_calls>\n{"name": "ignored_tool", "arguments": {"should": "ignore"}}\n</tool_calls>', "")]),
+    # an integer parameter written as a bare word where the parser wants a JSON value: quoted; then the argument
+    # the schema does not declare deleted whole (the argument's first marker glued to the value before it)
+    ("kept13.jsonl", "kept11-sglang-spark25-null-and-conversion-fallbacks",
+     [("replace", "not-an-int", '"not-an-int"'),
+      ("delete", "<arg_key>undeclared</arg_key><arg_value>42</arg_value>", "")]),
+    # the declared arguments written beside the name: the template's arguments key and braces put around them;
+    # then a symbol written where the parser wants the closer replaced by it
+    ("kept12.jsonl", "kept12-qwen3vl-870-qwen25vl-72b-alembic-for-closer",
+     [("insert", "", '"arguments": {'), ("insert", "", "}"), ("replace", "⚗", "</tool_call>")]),
+    # each invoke's declared parameters in the schema's order (one move each), after the reasoning closed
+    ("kept20.jsonl", "kept17-minimax-m2-guide-model-output-format-two-invokes",
+     [("insert", "", "</think>"),
+      ("move", f'<parameter name="query_tag">["technology", "events"]</parameter>\n<parameter name="query_list">'
+               f'{_OPENAI_ARGS}</parameter>\n',
+       f'<parameter name="query_list">{_OPENAI_ARGS}</parameter>\n<parameter name="query_tag">["technology", '
+       f'"events"]</parameter>\n'),
+      ("move", f'<parameter name="query_tag">["technology", "events"]</parameter>\n<parameter name="query_list">'
+               f'{_GEMINI_ARGS}</parameter>\n',
+       f'<parameter name="query_list">{_GEMINI_ARGS}</parameter>\n<parameter name="query_tag">["technology", '
+       f'"events"]</parameter>\n')]),
+    # the turn's end where the arguments belong: replaced by the arguments as the render writes them, the
+    # required `arg1` empty
+    ("kept26.jsonl", "kept23-ovms-devstral-call-empty-args", [("replace", "</s>", '{"arg1": ""}')]),
+    # the one declared tool's name where the output names another; then the undeclared argument deleted
+    ("kept7.jsonl", "kept7-sgl-kimik3-attr-unescape",
+     [("replace", "a&amp;b", "python"),
+      ("delete", '<|open|>argument key="q" type="string"<|sep|>say &quot;hi&quot;<|close|>argument<|sep|>', "")]),
+])
+def test_the_nearest_output_finds_the_last_rows_within_3_edits(set_name, case_id, edits):
+    row = _row(set_name, case_id)
+    assert row["nearest_within_3"] is True
+    tg = _run(row)[1]
+    assert [(e.kind, e.old, e.new) for e in tg.nearest.edits] == edits
+    assert tg.mistake.name == row["cause"]
+
+
+def test_the_nearest_output_tells_a_moved_argument_and_arguments_never_written():
+    tg = _run(_row("kept20.jsonl", "kept17-minimax-m2-guide-model-output-format-two-invokes"))[1]
+    assert tg.nearest.sentence.split("; then ")[1].startswith("the model wrote `<parameter␣name=\"query_list\">")
+    assert "where the parser wants it first (the schema's order)" in tg.nearest.sentence
+    tg = _run(_row("kept26.jsonl", "kept23-ovms-devstral-call-empty-args"))[1]
+    assert tg.nearest.sentence == ("the output ends where the template writes the call's arguments: the model wrote "
+                                   "`</s>` (the turn's end) where the template writes `{\"arg1\":␣\"\"}`")
+
+
 def test_a_plain_answer_is_not_within_3_edits_of_a_call():
     # the labelling protocol counts edits that make the output parse clean with calls; these answers have none
     for case_id in ("kept17-hermes-fc-readme-prompt-format-answer",
