@@ -1126,6 +1126,9 @@ def _only_tool_named(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit |
     return Edit("replace", at, name, names[0])
 
 
+_NAME_MEMBER_BEFORE = re.compile(r'"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,64})"\s{0,8},\s{0,8}$')
+
+
 def _arguments_beside_name(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:
     """Where the parser wants the template's arguments key (``"arguments"``) and the call object writes, from there
     to its end, only members the request's schema declares for the tool it names (``{"name": "click", "point":
@@ -1135,7 +1138,7 @@ def _arguments_beside_name(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit
     at = p.stop
     if not key or key not in _literals(p.expected) or ctx.get("setup") is None or not s.startswith('"', at):
         return []
-    head = re.compile(r'"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,64})"\s{0,8},\s{0,8}$').search(s, max(0, at - 200), at)
+    head = _NAME_MEMBER_BEFORE.search(s, max(0, at - 200), at)
     if not head or head.group(1) not in ctx["names"]:
         return []
     props = properties_of(tool_parameters(ctx["setup"].request, head.group(1)))
