@@ -230,6 +230,11 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                 # the literal written with other punctuation (`functions_` for `functions.`, `_` for `:` inside
                 # `get_weather_1`: a separator inside a name, not one between calls)
                 out.append(Edit("replace", at, seg, lit))
+        stray = _STRAY_END.fullmatch(s, at)
+        if stray and not tok and lits and _marked(lits[0].strip(_WS), list(ctx["all_markers"]) + ctx["markers"]):
+            # the output's last characters, a symbol and no word, written where the parser wants a marker there
+            # (`⚗` for `</tool_call>`): the symbol replaced by the marker
+            out.append(Edit("replace", at, stray.group(1), lits[0].strip(_WS)))
         if tok:
             out.append(Edit("delete", at, tok.group(0), ""))
         elif word and s[at:at + 1] in _WS:
@@ -244,12 +249,22 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             out.append(before)
         if _JSON_VALUE in p.expected:
             out.extend(_json_value_edits(s, at))
+            prose = _prose_json_value(s, ctx, at)
+            if prose:   # the value the parse stopped at: a non-string parameter's text
+                out.append(prose)
+            args = _arguments_never_written(s, at, ctx)
+            if args:
+                out.append(args)
         undeclared = _undeclared_argument(s, at, lits, ctx)
         if undeclared:
             out.append(undeclared)
-        invented = _invented_call(s, at, p, ctx)
-        if invented:
-            out.append(invented)
+        moved_arg = _argument_first(s, at, lits, ctx)
+        if moved_arg:
+            out.append(moved_arg)
+        out.extend(_invented_call(s, at, p, ctx))
+        renamed = _only_tool_named(s, at, p, ctx)
+        if renamed:
+            out.append(renamed)
         if p.message.tool_calls:
             rest = s[at:]
             lead = rest.lstrip(_WS)
@@ -443,6 +458,8 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
     return uniq[:8]
 
 
+_TAG_OPEN = re.compile(r"<[A-Za-z_][\w:.\-]{0,40}[ \t]")     # a tag with attributes (`<parameter name="`)
+_STRAY_END = re.compile(r"([^\w\s<>\[\]{}()\"'`,;:.|\\/]{1,2})[ \t\r\n]{0,8}")
 _BAD_ESCAPE = re.compile(r'(?<!\\)(?:\\\\)*\\(?![\\"/bfnrtu])')
 _TAG_END = re.compile(r"<[^<>\n]{1,60}>[ \t\r\n]{0,8}$")
 _HEADER_CHARS = 200     # how much of the generation prompt's end a repeated header may span
@@ -572,11 +589,29 @@ def _json_value_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, s
     return pieces[(tool, prop)]
 
 
-def _prose_json_value(s: str, ctx: dict[str, Any]) -> Edit | None:
+def _prose_json_value(s: str, ctx: dict[str, Any], at: int = -1) -> Edit | None:
     """A parameter the request's schema types as no string (an object, a number), written where the template's
     render writes a JSON value but holding text that is no JSON (``string="false">Здравствуйте, мир!</…``): the
-    text written as a JSON string, one edit (the value's type is the schema check's to name)."""
+    text written as a JSON string, one edit (the value's type is the schema check's to name). ``at``: only the value
+    that starts there (where the parser stopped wanting a JSON value: Spark 2.5's ``<arg_value>not-an-int``)."""
     if ctx.get("setup") is None:
+        return None
+    if at >= 0:
+        tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+        if tool[0] < 0:
+            return None
+        for prop, sch in list(properties_of(tool_parameters(ctx["setup"].request, tool[1])).items())[:64]:
+            if not isinstance(sch, dict) or sch.get("type") in (None, "string"):
+                continue
+            pre, post = _json_value_piece(ctx, tool[1], prop)
+            b = s.find(post, at, at + 4096) if pre and s.startswith(pre, at - len(pre)) else -1
+            value = s[at:b] if b >= 0 else ""
+            if not value.strip(_WS) or value.lstrip(_WS)[:1] in "{[\"" or _PY_LITERAL.fullmatch(value.strip(_WS)):
+                continue    # (Python's `True` is JSON's `true`, not a string: :func:`_json_value_edits`)
+            try:
+                json.loads(value)
+            except ValueError:
+                return Edit("replace", at, value, json.dumps(value, ensure_ascii=False))
         return None
     for t in (ctx["setup"].request.tools or [])[:16]:
         f = t.get("function") if isinstance(t, dict) else None
@@ -612,8 +647,13 @@ def _argument_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str
         k = 0
         while k < min(len(none), len(one)) and none[k] == one[k]:
             k += 1
+        k0 = k
         while k > 0 and one[k - 1] not in _WS + ">]":      # (whole marker tokens: the two renders differ inside one)
             k -= 1
+        if not _TOKEN.match(one, k):
+            # the argument's first marker glued to the name before it (`set_state<arg_key>`): that token's start
+            k = next((m.start() for m in _TOKEN.finditer(one, max(0, k0 - 64), k0 + 64)
+                      if m.start() <= k0 < m.end() or m.start() == k0), k)
         j = 0
         while j < min(len(none), len(one)) - k and none[len(none) - 1 - j] == one[len(one) - 1 - j]:
             j += 1
@@ -622,7 +662,7 @@ def _argument_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str
             e += 1
         mid = one[k:e] if none and one and k < e else ""
         n, v = mid.find(prop), mid.find(_TAIL_FILL)
-        first = _TOKEN.match(mid) or _SPECIAL_SHAPE.match(mid)
+        first = _TOKEN.match(mid) or _SPECIAL_SHAPE.match(mid) or _TAG_OPEN.match(mid)
         pieces[(tool, prop)] = (mid[:n], mid[v + len(_TAIL_FILL):]) \
             if first and 0 < n < v and mid[v + len(_TAIL_FILL):].strip(_WS) else ("", "")
     return pieces[(tool, prop)]
@@ -648,6 +688,72 @@ def _undeclared_argument(s: str, at: int, lits: list[str], ctx: dict[str, Any]) 
         return None
     b = s.find(tail, at, at + 4096)
     return Edit("delete", a, s[a:b + len(tail)], "") if b >= 0 else None
+
+
+_EMPTY_OF_TYPE = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
+
+
+def _arguments_never_written(s: str, at: int, ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a JSON value (a call's arguments) and the output writes only control tokens from there
+    to its end (``[ARGS]</s>``: the turn ended where the arguments belong): those tokens replaced by the arguments as
+    the template's render of that call writes them after the same marker, with each parameter the schema requires
+    given an empty value of its type (one edit; a required parameter left out is the schema check's to name, not
+    the edit's)."""
+    rest = s[at:]
+    if ctx.get("setup") is None or len(rest) > 64 or _TOKEN.sub("", rest).strip(_WS):
+        return None
+    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    if tool[0] < 0:
+        return None
+    mark = s[tool[0] + len(tool[1]):at]
+    if not mark.strip(_WS) or not _TOKEN.fullmatch(mark.strip(_WS)):
+        return None
+    params = tool_parameters(ctx["setup"].request, tool[1])
+    props = properties_of(params)
+    req = params.get("required") if isinstance(params, dict) else None
+    args = {k: _EMPTY_OF_TYPE.get((props.get(k) or {}).get("type") if isinstance(props.get(k), dict) else "", "")
+            for k in (req if isinstance(req, list) else [])[:16] if isinstance(k, str)}
+    render = _rendered_call(ctx["setup"], tool[1], args)
+    i = render.find(tool[1] + mark.strip(_WS))
+    v = i + len(tool[1] + mark.strip(_WS)) if i >= 0 else -1
+    try:
+        _val, e = _JSON.raw_decode(render, v) if v >= 0 else (None, -1)
+    except ValueError:
+        return None
+    if e <= v:
+        return None
+    return Edit("replace", at, rest.rstrip(_WS), render[v:e]) if rest.strip(_WS) else Edit("insert", at, "",
+                                                                                              render[v:e])
+
+
+def _argument_first(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a declared parameter's name and the output writes another declared parameter there,
+    with the wanted one written further on in the same call (as the render writes an argument): the wanted argument
+    moved before it (one ``move``: the arguments' order; the parser follows the schema's)."""
+    setup = ctx.get("setup")
+    word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
+    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    if setup is None or not word or tool[0] < 0:
+        return None
+    props = properties_of(tool_parameters(setup.request, tool[1]))
+    names = [x.strip(_WS) for x in lits]
+    if not names or not set(names) <= set(props) or word.group(0) not in props or word.group(0) in names:
+        return None
+    for name in names[:4]:
+        head, tail = _argument_piece(ctx, tool[1], name)
+        a = at - len(head)
+        if not head or a <= tool[0] or not s.startswith(head, a):
+            continue
+        w = s.find(head + name, at, a + 4096)
+        b = s.find(tail, at, w) if w > 0 else -1
+        we = s.find(tail, w, a + 4096 - len(tail)) if w > 0 else -1      # (the move within 4 KiB)
+        if b < 0 or we < 0 or any(n and n in s[at:w] for n in ctx["names"]):
+            continue
+        gap = re.compile(r"[ \t\r\n]{0,8}").match(s, b + len(tail)).group(0)
+        sep = gap if s[:w].endswith(gap) else ""
+        before = s[a:w - len(sep)]
+        return Edit("move", a, s[a:we + len(tail)], s[w:we + len(tail)] + sep + before)
+    return None
 
 
 def _last_word(s: str, word: str, start: int) -> int:
@@ -921,25 +1027,34 @@ def _json_value_edits(s: str, at: int) -> list[Edit]:
     return []
 
 
-def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
+def _invented_call(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:
     """Where the parser wants a declared tool's name and the output names another, and a further call follows: the
-    whole invented call deleted, up to where the next call starts (one edit)."""
+    whole invented call deleted, up to where the next call starts (one edit); and, when the invented call's JSON
+    follows an opener of the format and a closer of the format ends it before the next call, that block alone, from
+    the opener through the closer (a call block inside the reasoning, with the reasoning's closer after it)."""
     names = [n for n in ctx["names"] if n]
     lits = [x.strip(_WS) for x in _literals(p.expected)]
     word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
     if not word or word.group(0) in names or not lits or not set(lits) <= set(names):
-        return None
+        return []
     opens = [o.strip(_WS) for o in ctx["openers"] if o.strip(_WS)]
     starts = [m.start() for m in _JSON_CALL_START.finditer(s, max(0, at - 200), at)]
     starts += [i for i in (s.rfind(o, max(0, at - 200), at) for o in opens) if i >= 0]
     if not starts:
-        return None
+        return []
     a = max(starts)
     nxt = [m.start() for m in itertools.islice(_JSON_CALL_START.finditer(s, at), 1)]
     nxt += [i for i in (s.find(o, at) for o in opens) if i >= 0]
     if not nxt:
-        return None
-    return Edit("delete", a, s[a:min(nxt)], "")
+        return []
+    out = [Edit("delete", a, s[a:min(nxt)], "")]
+    op = max(((i, o) for i, o in ((s.rfind(o, max(0, a - 40), a + 1), o) for o in opens) if i >= 0), default=None)
+    if op is not None and op[0] < a and not s[op[0] + len(op[1]):a].strip(_WS):
+        ends = [(j, c) for j, c in ((s.find(c, at, min(nxt)), c) for c in ctx["closers"] if c) if j >= 0]
+        if ends:
+            j, c = min(ends)
+            out.append(Edit("delete", op[0], s[op[0]:j + len(c)], ""))
+    return out
 
 
 _JSON = json.JSONDecoder()
@@ -987,6 +1102,51 @@ def _member_first(s: str, at: int, lits: list[str]) -> Edit | None:
             before = s[at:a][:len(s[at:a]) - len(sep)]   # the members written before the wanted one
             return Edit("move", at, s[at:b], s[a:b] + sep + before)
     return None
+
+
+def _only_tool_named(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants a tool's name and the request declares that one tool only, and the output names
+    another there (``tool="a&amp;b"``): the name replaced by the declared one, up to the character the template's
+    render writes right after a tool's name (one edit; with one tool declared the edit guesses nothing)."""
+    lits = [x.strip(_WS) for x in _literals(p.expected)]
+    names = [n for n in ctx["names"] if n]
+    if len(names) != 1 or lits != names or ctx.get("setup") is None or s.startswith(names[0], at):
+        return None
+    if "after_name" not in ctx:
+        render = _rendered_call(ctx["setup"], names[0], {})
+        i = render.find(names[0])
+        ctx["after_name"] = render[i + len(names[0]):i + len(names[0]) + 1] if i >= 0 else ""
+    end = ctx["after_name"]
+    if not end or end.isalnum() or end in _WS:
+        return None
+    j = s.find(end, at, at + 65)
+    name = s[at:j] if j > at else ""
+    if not name or any(ch in _WS + "<>[]{}" for ch in name) or _TOKEN.search(name):
+        return None
+    return Edit("replace", at, name, names[0])
+
+
+_NAME_MEMBER_BEFORE = re.compile(r'"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,64})"\s{0,8},\s{0,8}$')
+
+
+def _arguments_beside_name(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:
+    """Where the parser wants the template's arguments key (``"arguments"``) and the call object writes, from there
+    to its end, only members the request's schema declares for the tool it names (``{"name": "click", "point":
+    […]}``): the arguments key and its object's brace put in before those members and the brace after them (two
+    edits, kept for the next depth whatever its parse)."""
+    key = f'"{ctx["args_key"]}"' if ctx.get("args_key") else ""
+    at = p.stop
+    if not key or key not in _literals(p.expected) or ctx.get("setup") is None or not s.startswith('"', at):
+        return []
+    head = _NAME_MEMBER_BEFORE.search(s, max(0, at - 200), at)
+    if not head or head.group(1) not in ctx["names"]:
+        return []
+    props = properties_of(tool_parameters(ctx["setup"].request, head.group(1)))
+    spans = _member_spans(s, at)
+    if not spans or any(k[1:-1] not in props for k, _a, _b in spans):
+        return []
+    lead = key + ": {"
+    return [Edit("insert", at, "", lead), Edit("insert", spans[-1][2] + len(lead), "", "}")]
 
 
 def _plain_quoted(s: str, at: int, lits: list[str]) -> Edit | None:
@@ -1114,6 +1274,10 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                 pair = _wrapper_pair(s, ctx)
                 if pair:
                     groups.append(pair)
+            if p.stop >= 0 and len(edits) + 2 <= MAX_EDITS:
+                wrap = _arguments_beside_name(s, p, ctx)
+                if wrap:
+                    groups.append(wrap)
             for group in groups:
                 if len(edits) + len(group) > MAX_EDITS:
                     continue
@@ -1250,6 +1414,10 @@ def sentence_of(edits: list[Edit], output: str, unrendered: frozenset[int] = fro
             parts.append(f"the model wrote {_q(e.old.strip(_WS) or e.old)}, "
                          + ("a whole call or turn where the format has no place for one" if whole else
                             "which the template's format has no place for"))
+        elif e.kind == "replace" and _TOKEN.match(e.old) and not _TOKEN.sub("", e.old).strip(_WS) \
+                and e.new[:1] in "{[" and not output[e.pos + len(e.old):].strip(_WS):
+            parts.append(f"the output ends where the template writes the call's arguments: the model wrote "
+                         f"{_q(e.old)} (the turn's end) where the template writes {_q(e.new)}")
         elif e.kind == "replace" and e.old and e.new == json.dumps(e.old, ensure_ascii=False):
             parts.append(f"the model wrote the text {_q(e.old)} where the template writes a JSON value (quoted, it "
                          "is a JSON string)")
@@ -1257,12 +1425,27 @@ def sentence_of(edits: list[Edit], output: str, unrendered: frozenset[int] = fro
             key = _JSON_KEY.match(e.new).group(0)
             parts.append(f"the model wrote the member {_q(key)} after {_q(_JSON_KEY.match(e.old).group(0))}, "
                          "where the template writes it first")
+        elif e.kind == "move":
+            moved = _moved_part(e)
+            parts.append(f"the model wrote {_q(moved)} after {_q(e.old)}, where the parser wants it first (the "
+                         "schema's order)" if moved else f"the model wrote {_q(e.old)} in another order")
         else:
             parts.append(f"the model wrote {_q(e.old)} where the template writes {_q(e.new)}")
     return "; then ".join(parts)
 
 
 _CLOSER_TAG = re.compile(r"</([\w:\-]{1,64})>?$")
+
+
+def _moved_part(e: Edit) -> str:
+    """What a ``move`` put first: the shortest head of ``e.new`` that ``e.old`` ends with, the rest of ``e.new``
+    being the rest of ``e.old`` (``""`` when the move is no such swap)."""
+    for n in range(1, len(e.new)):
+        head, rest = e.new[:n], e.new[n:]
+        k = len(rest) - len(rest.lstrip(_WS))        # the separator, moved with the part
+        if e.old.endswith(head) and rest[k:] + rest[:k] == e.old[:len(e.old) - n]:
+            return head
+    return ""
 
 
 def _open_tag_before(output: str, name: str, pos: int) -> str:
