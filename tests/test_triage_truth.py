@@ -310,3 +310,13 @@ def test_the_count_of_call_blocks_is_the_outputs_not_a_scanned_windows():
         _ex, tg = _qcoder(copy * n)
         assert tg.mistake == Mistake.TRAILING_TEXT
         assert tg.sentence.endswith(f"the output writes {n} call blocks and the parse reads 1")
+
+
+def test_a_well_formed_tool_name_the_request_lacks_is_not_renamed_into_the_one_offered():
+    """ollama#11381: Qwen3 calls `create`, a well-formed name, where the request offers only `selectFunctions`. The
+    model called a tool the request lacks; renaming its call to the one offered tool is no nearest output (the arguments
+    are not that tool's), and the mistake says what the request offers, not what "the template writes"."""
+    ex, tg = _triaged("cases.jsonl", "ollama-11381")
+    assert tg.mistake is Mistake.UNKNOWN_TOOL
+    assert tg.nearest is None or "selectFunctions" not in "".join(e.new for e in tg.nearest.edits)
+    assert tg.sentence == "the model called `create`; the request offers `selectFunctions`"

@@ -1121,9 +1121,14 @@ def _only_tool_named(s: str, at: int, p: _Parsed, ctx: dict[str, Any]) -> Edit |
         return None
     j = s.find(end, at, at + 65)
     name = s[at:j] if j > at else ""
-    if not name or any(ch in _WS + "<>[]{}" for ch in name) or _TOKEN.search(name):
+    if not name or any(ch in _WS + "<>[]{}" for ch in name) or _TOKEN.search(name) or _WELL_FORMED_NAME.fullmatch(name):
+        # a name a request could declare is another tool, not a garbled one: the request lacks it (UNKNOWN_TOOL)
         return None
     return Edit("replace", at, name, names[0])
+
+
+# what function-calling APIs accept as a tool's name (letters, digits, ``_ - . :``)
+_WELL_FORMED_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 _NAME_MEMBER_BEFORE = re.compile(r'"name"\s{0,8}:\s{0,8}"([^"\\\n]{1,64})"\s{0,8},\s{0,8}$')
