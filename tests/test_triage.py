@@ -194,24 +194,28 @@ case either way fails here and must be looked at (docs/explain.md says where eac
   kept29``), labelled by the labelling guide's decision order and committed before the triage ran, scored once (6/7
   cause, 7/7 fix, 3/3 nearest; ``python scripts/triage_kept7_score.py --set kept29.jsonl``; "Thirty-first batch:
   kept29.jsonl (was kept aside, now dev)").
-- ``kept30.jsonl``: the thirty-second batch, split ``"kept30"``, kept aside: the whole failing queue of
+- ``kept30.jsonl``: the thirty-second batch, kept aside (split ``"kept30"``) and dev since the twentieth round of
+  rules (its rows say ``"split": "dev"``): the whole failing queue of
   ``tests/data/real_outputs_kept26/`` (ms-swift's agent-template and template tests: Kimi K3, DeepSeek-V4-Flash-0731,
   MiniCPM5, each family on its model's own template; 3 rows), by a rule committed before explain ran
   (``scripts/triage_queue.py kept30``), labelled by the labelling guide's decision order and committed before the
   triage ran, scored once (3/3 cause, 3/3 fix, 2/2 nearest; ``python scripts/triage_kept7_score.py --set
-  kept30.jsonl``; "Thirty-second batch: kept30.jsonl (kept aside)").
-- ``kept31.jsonl``: the thirty-third batch, split ``"kept31"``, kept aside: the whole failing queue of
+  kept30.jsonl``; "Thirty-second batch: kept30.jsonl (was kept aside, now
+  dev)").
+- ``kept31.jsonl``: the thirty-third batch, kept aside (split ``"kept31"``) and dev since the twentieth round of
+  rules (its rows say ``"split": "dev"``): the whole failing queue of
   ``tests/data/real_outputs_kept27/`` (training and RL frameworks' rollout parser tests: AReaL, rllm, ROLL on Qwen3,
   Qwen3.5, Qwen3-Coder, Llama 3.1 / 3.2, each family on its model's own template; 11 rows), by a rule committed before
   explain ran (``scripts/triage_queue.py kept31``), labelled by the labelling guide's decision order and committed
   before the triage ran, scored once (11/11 cause, 11/11 fix, 7/7 nearest; ``python scripts/triage_kept7_score.py
-  --set kept31.jsonl``; "Thirty-third batch: kept31.jsonl (kept aside)").
-- ``kept32.jsonl``: the thirty-fourth batch, split ``"kept32"``, kept aside: the whole failing queue of
+  --set kept31.jsonl``; "Thirty-third batch: kept31.jsonl (was kept aside, now dev)").
+- ``kept32.jsonl``: the thirty-fourth batch, kept aside (split ``"kept32"``) and dev since the twentieth round of
+  rules (its rows say ``"split": "dev"``): the whole failing queue of
   ``tests/data/real_outputs_kept28/`` (the model makers' own repositories: openai/harmony's C++ port parser tests for
   gpt-oss, MiniMax-M1's Portuguese function-call guide, each family on its model's own template; 4 rows), by a rule
   committed before explain ran (``scripts/triage_queue.py kept32``), labelled by the labelling guide's decision order
   and committed before the triage ran, scored once (3/4 cause, 4/4 fix, 0/0 nearest; ``python
-  scripts/triage_kept7_score.py --set kept32.jsonl``; "Thirty-fourth batch: kept32.jsonl (kept aside)")."""
+  scripts/triage_kept7_score.py --set kept32.jsonl``; "Thirty-fourth batch: kept32.jsonl (was kept aside, now dev)")."""
 
 from __future__ import annotations
 
@@ -516,14 +520,14 @@ SCORES = {
     "kept29.jsonl": {"dev": (7, 7, 3, 3)},
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-second batch"); two repeated reasoning
     # openers (Kimi K3's think channel, DeepSeek-V4-Flash-0731's <think>) and a nullable string's null
-    "kept30.jsonl": {"kept30": (3, 3, 2, 2)},
+    "kept30.jsonl": {"dev": (3, 3, 2, 2)},
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-third batch"); every row a class the
     # earlier batches taught the rules (the end-of-turn token kept, Qwen's line breaks, <|python_tag|>, the arguments key)
-    "kept31.jsonl": {"kept31": (11, 11, 7, 7)},
+    "kept31.jsonl": {"dev": (11, 11, 7, 7)},
     # kept aside: first run at the labelled commit (docs/explain.md "Thirty-fourth batch"); the one cause miss is
     # MiniMax-M1's <think> block under a template with no reasoning markers (TEMPLATE_MODEL_MISMATCH by hand,
     # FORMAT_NOT_FOUND said); three harmony texts repeating the prompt's <|start|>assistant
-    "kept32.jsonl": {"kept32": (3, 4, 0, 0)},
+    "kept32.jsonl": {"dev": (3, 4, 0, 0)},
 }
 # per set, in the order the sets were collected (a set shares no source or input with an earlier one): its cases
 SIZES = {"cases.jsonl": 63, "fresh.jsonl": 16, "kept.jsonl": 6, "kept2.jsonl": 12, "kept3.jsonl": 11,
@@ -789,19 +793,19 @@ def test_the_thirty_first_batch_is_the_whole_failing_queue_of_real_outputs_kept2
 def test_the_thirty_second_batch_is_the_whole_failing_queue_of_real_outputs_kept26():
     """kept30: the whole failing queue of tests/data/real_outputs_kept26/ (3 rows: ms-swift's agent-template and
     template tests, each family on its model's own template; one NONE row, a nullable string's null)."""
-    _check_queue_batch("kept30.jsonl", ["real_outputs_kept26"], prefix="", split="kept30", size=3, templates=3,
+    _check_queue_batch("kept30.jsonl", ["real_outputs_kept26"], prefix="", split="dev", size=3, templates=3,
                        causes=2, fix_why=True)
 def test_the_thirty_third_batch_is_the_whole_failing_queue_of_real_outputs_kept27():
     """kept31: the whole failing queue of tests/data/real_outputs_kept27/ (11 rows: AReaL's, rllm's and ROLL's rollout
     parser tests, each family on its model's own template; no NONE row)."""
-    _check_queue_batch("kept31.jsonl", ["real_outputs_kept27"], prefix="", split="kept31", size=11, templates=5,
+    _check_queue_batch("kept31.jsonl", ["real_outputs_kept27"], prefix="", split="dev", size=11, templates=5,
                        causes=4, fix_why=True)
 
 
 def test_the_thirty_fourth_batch_is_the_whole_failing_queue_of_real_outputs_kept28():
     """kept32: the whole failing queue of tests/data/real_outputs_kept28/ (4 rows: harmony's C++ port tests for
     gpt-oss and MiniMax-M1's guide, each family on its model's own template; no NONE row)."""
-    _check_queue_batch("kept32.jsonl", ["real_outputs_kept28"], prefix="", split="kept32", size=4, templates=2,
+    _check_queue_batch("kept32.jsonl", ["real_outputs_kept28"], prefix="", split="dev", size=4, templates=2,
                        causes=2, fix_why=True)
 
 

@@ -1123,13 +1123,18 @@ def _classified(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Pa
         stops = [e for e in ev if e.startswith("the parse stopped at")]
         return expected[0], stops + [expected[1]] + [f"the output alone reads as {mistake.value}: " + e
                                                      for e in ev[-1:] if e not in stops]
+    spaced = _whitespace_before_expected(mistake, ex, ev, ctx)
+    if spaced:
+        ctx["specific"] = True
+        return Mistake.OMITTED_MARKER, ev + [spaced]
     decided = _misnamed_call(ex, setup, ctx) or _misdecoded_spaces(mistake, ex, setup, bundle, ctx) \
         or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) \
         or _whitespace_added_first(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
         or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx) \
         or _bare_call_in_content(mistake, ex, setup, bundle, ctx) or _layout_before_key_order(mistake, ex, setup,
-                                                                                             bundle, ctx)
+                                                                                             bundle, ctx) \
+        or _opener_before_key_order(mistake, ex, setup, bundle, ctx)
     if decided is None or decided[0] == mistake:
         return mistake, ev
     if (mistake == Mistake.TRAILING_TEXT or mistake in _INSIDE_CALL) \
@@ -1150,6 +1155,29 @@ def _classified(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Pa
         ctx["headline"] = ctx.pop("headline_after")     # (the decision's own sentence, not the nearest output's)
     ctx["relation_decided"] = True
     return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
+
+
+def _whitespace_before_expected(mistake: Mistake, ex: Any, ev: list[str], ctx: dict[str, Any]) -> str:
+    """The labelling guide's whitespace clarification where the rules named another format with no evidence but
+    the stop point: the parse stopped where it expected one of the template's own markers, and the output writes
+    whitespace there and then that very marker — whitespace inside the markup where the template writes none, an
+    omitted marker of step 4, not another format (the marker the parser wanted is written). ``""`` otherwise; a
+    ``strip`` and a ``startswith`` per expected literal, no parse."""
+    stop = ex.stop
+    if mistake != Mistake.TEMPLATE_MODEL_MISMATCH or ex.clean or stop is None \
+            or not all(e.startswith("the parse stopped at") for e in ev):
+        return ""
+    found = stop.found or ""
+    rest = found.lstrip(_WS)
+    gap = found[:len(found) - len(rest)]
+    own = ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+    lit = next((x for x in stop.literals if x and x == x.lstrip(_WS) and x.strip(_WS) in own and rest.startswith(x)),
+               "")
+    if not gap or not lit:
+        return ""
+    return (f"the output writes {_q(gap)} and then {_q(lit.strip(_WS))}, the template's own marker the parser "
+            "expected right there: whitespace written inside the markup where the template writes none — an omitted "
+            "marker (the guide's whitespace clarification), not another format")
 
 
 def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
@@ -1629,6 +1657,23 @@ def _layout_before_key_order(mistake: Mistake, ex: Any, setup: _Setup, bundle: A
     return Mistake.OMITTED_MARKER, rel.sentence() + f"; the model omitted {_q(gap)} after {_q(opener)}, where the " \
         "template's render writes it: the first fault by position, before the call's JSON keys written in another " \
         "order (the second)"
+
+
+def _opener_before_key_order(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                             ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4, the first fault by position: another format named for a JSON call object whose
+    keys are the template's in another order, while the template's call opener (the first piece of its render) is
+    written nowhere in the output and nothing foreign stands around the call — the omitted opener comes before the
+    key order inside the object (an omission wins). The relation already computed; None otherwise."""
+    if mistake != Mistake.TEMPLATE_MODEL_MISMATCH or ex.message.get("tool_calls") or not ctx.get("key_order"):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx) if ctx.get("budget") is not None else None
+    if rel is None or rel.foreign or not rel.pieces or rel.pieces[0] not in rel.absent \
+            or rel.pieces[0].strip(_WS) in ex.output:
+        return None
+    return Mistake.OMITTED_OPENER, rel.sentence() + f"; the model omitted the template's opener " \
+        f"{_q(rel.pieces[0])}: the first fault by position, before the call's JSON keys written in another order " \
+        "(the second)"
 
 
 def _bare_call_in_content(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
@@ -2635,6 +2680,7 @@ def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = 
         # another prompt or format the model was trained with (decided by the template's render, which writes the
         # keys in its order in the call and, when it shows one, in the system prompt's example)
         shown = _prompt_key_order(setup, order)
+        ctx["key_order"] = True
         return Mistake.TEMPLATE_MODEL_MISMATCH, (
             f"the model's JSON call object writes the template's keys, each named as the template names it, in the "
             f"order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the template's render of a call of "
