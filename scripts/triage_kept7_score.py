@@ -25,16 +25,16 @@ each row's outcome:
     python scripts/triage_kept7_score.py --set kept27.jsonl     # the twenty-ninth batch, public reports (SCORES["kept27.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept28.jsonl     # the thirtieth batch (SCORES["kept28.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept29.jsonl     # the thirty-first batch (SCORES["kept29.jsonl"]["dev"])
-    python scripts/triage_kept7_score.py --set kept30.jsonl     # the thirty-second batch (SCORES["kept30.jsonl"]["kept30"])
-    python scripts/triage_kept7_score.py --set kept31.jsonl     # the thirty-third batch (SCORES["kept31.jsonl"]["kept31"])
-    python scripts/triage_kept7_score.py --set kept32.jsonl     # the thirty-fourth batch (SCORES["kept32.jsonl"]["kept32"])
+    python scripts/triage_kept7_score.py --set kept30.jsonl     # the thirty-second batch (SCORES["kept30.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept31.jsonl     # the thirty-third batch (SCORES["kept31.jsonl"]["dev"])
+    python scripts/triage_kept7_score.py --set kept32.jsonl     # the thirty-fourth batch (SCORES["kept32.jsonl"]["dev"])
     python scripts/triage_kept7_score.py --set kept33.jsonl     # the thirty-fifth batch (SCORES["kept33.jsonl"]["kept33"])
     python scripts/triage_kept7_score.py --set kept34.jsonl     # the thirty-sixth batch (SCORES["kept34.jsonl"]["kept34"])
 
 The last line is the tuple pinned in ``SCORES[set][split]`` when every row of the set is in one split (kept6 to
-kept29 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules,
+kept32 are dev now: kept15 to kept18 since the labelling guide, kept19 to kept22 since the sixteenth round of rules,
 kept23 and kept24 since the seventeenth, kept25 to kept27 since the eighteenth, kept28 and kept29 since the
-nineteenth). A row's ``expect`` (the engine's
+nineteenth, kept30 to kept32 since the twentieth). A row's ``expect`` (the engine's
 message) is passed to the triage as a user passes ``explain --expect``; ``--no-expect`` scores the output alone, as a
 user without one.
 The triage gets 30 s per row, as in the tests, so the figures do not depend on the machine. Nothing here is

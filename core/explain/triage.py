@@ -641,24 +641,75 @@ def _prompt_open_patch(setup: _Setup, opener: str, ctx: dict[str, Any]) -> tuple
         before = render_prompt(prep)
     except Exception:  # noqa: BLE001 - a prompt that does not render gives no patch
         return None
-    lits = [m for m in _LITERAL.finditer(src, tail) if before.endswith(m.group(1) or m.group(2))]
-    for m in reversed(lits[-3:]):
-        end = m.end()
-        while src.count(src[m.start():end]) > 1 and end - m.end() < 60 and end < len(src):
+    # (a quoted literal gets the opener and a `\n` escape before its closing quote; the template's raw text, written
+    # outside any tag, gets the opener right after its last visible character, with a line break or, where the
+    # next tag trims whitespace, without: both are tried, the render decides)
+    lits = [(m.start(), m.end() - 1, ("\\n",)) for m in _LITERAL.finditer(src, tail)
+            if before.endswith(m.group(1) or m.group(2))]
+    lits += [(m.start(1), m.start(1) + len(m.group(1).rstrip(_WS)), ("\n", "")) for m in _RAW_TEXT.finditer(src, tail)
+             if m.group(1).strip(_WS) and before.endswith(m.group(1).strip(_WS))]
+    for start, at, breaks in sorted(lits, key=lambda x: x[1])[-3:][::-1]:
+        end = at + 1
+        while src.count(src[start:end]) > 1 and end - at < 60 and end < len(src):
             end += 1        # (written as the shortest text from the literal on that occurs once)
-        old = src[m.start():end]
-        new = src[m.start():m.end() - 1] + opener + "\\n" + src[m.end() - 1:end]
+        old = src[start:end]
         if src.count(old) != 1:
             continue
-        try:
-            t2 = ChatTemplate(src.replace(old, new), getattr(setup.template, "name", ""))
-            after = render_prompt(replace(prep, template=t2))
-        except Exception:  # noqa: BLE001
-            continue
-        if after == before + opener + "\n":
-            ctx["open_patch"] = ([[old, new]], replace(setup, template=t2))
-            break
+        for brk in breaks:
+            new = src[start:at] + opener + brk + src[at:end]
+            try:
+                t2 = ChatTemplate(src.replace(old, new), getattr(setup.template, "name", ""))
+                after = render_prompt(replace(prep, template=t2))
+            except Exception:  # noqa: BLE001
+                continue
+            if after in (before + opener + "\n", before + opener):
+                ctx["open_patch"] = ([[old, new]], replace(setup, template=t2))
+                return ctx["open_patch"]
     return ctx["open_patch"]
+
+
+# the template's raw text after a tag, up to the next `{` (an opener goes after its last visible character)
+_RAW_TEXT = re.compile(r"(?:%\}|\}\})([^{]*)")
+
+
+def _unopened_closer(ex: Any, bundle: Any, ctx: dict[str, Any], absorbed: bool) -> str:
+    """Evidence when the output closes the reasoning with the analysis' closer but never opens it, and the
+    generation prompt opens none either (the labelling guide's clarification: the reasoning setting of step 2): the
+    model reasons from its first token as the prompt it was trained with has it. Sets ``open_reasoning`` (the
+    template patch that opens it is then tried). ``absorbed``: a clean parse whose message holds none of the
+    reasoning's markers (the parse already reads it as the model meant). ``""`` otherwise; a few ``find``s."""
+    out, gp = ex.output, ex.generation_prompt
+    r_start, r_ends = reasoning_markers(bundle)
+    ends = [e for e in r_ends if e in out and e not in ctx["markers"] and e not in ctx["all_markers"]]
+    end_at = min((out.find(e) for e in ends), default=-1)
+    if not (r_start and ends and r_start not in out and end_at >= 0 and (out[:end_at].strip(_WS) or ex.clean)
+            and not absorbed and r_start not in gp and not _SPECIAL_SHAPE.match(out.lstrip(_WS))):
+        # (an output that opens with a control token writes markup there, not reasoning: gpt-oss's `<|constrain|>`
+        # of a call header before `<|end|>` is no reasoning the model began at its first token)
+        # (the closer first, with nothing before it, is an empty reasoning closed: the same setting)
+        return ""
+    end = next(e for e in ends if out.find(e) == end_at)
+    ctx["open_reasoning"] = r_start.strip(_WS)
+    return (f"the output closes the reasoning with {_q(end)} but never opens it with {_q(r_start)}, and the "
+            "generation prompt does not open it either: the model reasons from its first token as if the "
+            "prompt had opened the block (the prompt it was trained with does); no decoder dropped "
+            f"{_q(r_start)}, since it kept {_q(end)}, the other marker of the pair")
+
+
+def _setup_fault_first(mistake: Mistake, ex: Any, bundle: Any, ctx: dict[str, Any]) -> tuple[Mistake, str] | None:
+    """The labelling guide's "two faults in one output", the earlier step first: a fault named inside the call's
+    markup (step 4) or inside the call (step 5) while the output, before the point the parse stopped at, closes a
+    reasoning that neither it nor the generation prompt opens (:func:`_unopened_closer`, step 2) — the setting is
+    the first fault, the one named the second. None otherwise (no parse)."""
+    if GUIDE_STEP.get(mistake, 0) < 4 or ex.clean or ex.stop is None:
+        return None
+    said = _unopened_closer(ex, bundle, ctx, False)     # (a parse that stopped absorbed nothing)
+    if not said:
+        return None
+    if min(ex.output.find(e) for e in reasoning_markers(bundle)[1] if e in ex.output) >= ex.stop.output_pos:
+        ctx.pop("open_reasoning", None)     # (the closer after the stop: the parse never got to it)
+        return None
+    return Mistake.REASONING_SETTING, said + f" — the first fault by step (the second: {mistake.value})"
 
 
 def _reasoning_from_prompt_only(ex: Any, bundle: Any, ctx: dict[str, Any]) -> bool:
@@ -1052,7 +1103,7 @@ def classify_mistake(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit]
     """The mistake and its evidence (:func:`_classified`), the first of two faults where the nearest output's edits
     show that the one named comes later (:func:`_first_edit_fault`)."""
     mistake, ev = _classified(ex, setup, bundle, near, ctx)
-    first = _first_edit_fault(mistake, ex, near, ctx)
+    first = _setup_fault_first(mistake, ex, bundle, ctx) or _first_edit_fault(mistake, ex, near, ctx)
     if first is None:
         return mistake, ev
     ctx["headline"] = first[1]
@@ -1072,13 +1123,18 @@ def _classified(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Pa
         stops = [e for e in ev if e.startswith("the parse stopped at")]
         return expected[0], stops + [expected[1]] + [f"the output alone reads as {mistake.value}: " + e
                                                      for e in ev[-1:] if e not in stops]
+    spaced = _whitespace_before_expected(mistake, ex, ev, ctx)
+    if spaced:
+        ctx["specific"] = True
+        return Mistake.OMITTED_MARKER, ev + [spaced]
     decided = _misnamed_call(ex, setup, ctx) or _misdecoded_spaces(mistake, ex, setup, bundle, ctx) \
         or _token_gone_everywhere(mistake, ex, setup, bundle, ctx) \
         or _whitespace_added_first(mistake, ex, setup, bundle, ctx) or _arbitrated(mistake, ex, setup, bundle, ctx) \
         or _leading_text(mistake, ex, setup, bundle, ctx) or _fault_before_call(mistake, ex, setup, bundle, ctx) \
         or _closer_omitted(mistake, ex, setup, bundle, ctx) or _text_opener_omitted(mistake, ex, setup, ctx) \
         or _bare_call_in_content(mistake, ex, setup, bundle, ctx) or _layout_before_key_order(mistake, ex, setup,
-                                                                                             bundle, ctx)
+                                                                                             bundle, ctx) \
+        or _opener_before_key_order(mistake, ex, setup, bundle, ctx)
     if decided is None or decided[0] == mistake:
         return mistake, ev
     if (mistake == Mistake.TRAILING_TEXT or mistake in _INSIDE_CALL) \
@@ -1099,6 +1155,29 @@ def _classified(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _Pa
         ctx["headline"] = ctx.pop("headline_after")     # (the decision's own sentence, not the nearest output's)
     ctx["relation_decided"] = True
     return decided[0], [e for e in ev if e.startswith("the parse stopped at")] + [decided[1]]
+
+
+def _whitespace_before_expected(mistake: Mistake, ex: Any, ev: list[str], ctx: dict[str, Any]) -> str:
+    """The labelling guide's whitespace clarification where the rules named another format with no evidence but
+    the stop point: the parse stopped where it expected one of the template's own markers, and the output writes
+    whitespace there and then that very marker — whitespace inside the markup where the template writes none, an
+    omitted marker of step 4, not another format (the marker the parser wanted is written). ``""`` otherwise; a
+    ``strip`` and a ``startswith`` per expected literal, no parse."""
+    stop = ex.stop
+    if mistake != Mistake.TEMPLATE_MODEL_MISMATCH or ex.clean or stop is None \
+            or not all(e.startswith("the parse stopped at") for e in ev):
+        return ""
+    found = stop.found or ""
+    rest = found.lstrip(_WS)
+    gap = found[:len(found) - len(rest)]
+    own = ctx["all_markers"] | set(ctx["markers"]) | set(ctx["closers"])
+    lit = next((x for x in stop.literals if x and x == x.lstrip(_WS) and x.strip(_WS) in own and rest.startswith(x)),
+               "")
+    if not gap or not lit:
+        return ""
+    return (f"the output writes {_q(gap)} and then {_q(lit.strip(_WS))}, the template's own marker the parser "
+            "expected right there: whitespace written inside the markup where the template writes none — an omitted "
+            "marker (the guide's whitespace clarification), not another format")
 
 
 def _arbitrated(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
@@ -1578,6 +1657,23 @@ def _layout_before_key_order(mistake: Mistake, ex: Any, setup: _Setup, bundle: A
     return Mistake.OMITTED_MARKER, rel.sentence() + f"; the model omitted {_q(gap)} after {_q(opener)}, where the " \
         "template's render writes it: the first fault by position, before the call's JSON keys written in another " \
         "order (the second)"
+
+
+def _opener_before_key_order(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
+                             ) -> tuple[Mistake, str] | None:
+    """The labelling guide's step 4, the first fault by position: another format named for a JSON call object whose
+    keys are the template's in another order, while the template's call opener (the first piece of its render) is
+    written nowhere in the output and nothing foreign stands around the call — the omitted opener comes before the
+    key order inside the object (an omission wins). The relation already computed; None otherwise."""
+    if mistake != Mistake.TEMPLATE_MODEL_MISMATCH or ex.message.get("tool_calls") or not ctx.get("key_order"):
+        return None
+    rel = _call_relation(setup, bundle, ex, ctx) if ctx.get("budget") is not None else None
+    if rel is None or rel.foreign or not rel.pieces or rel.pieces[0] not in rel.absent \
+            or rel.pieces[0].strip(_WS) in ex.output:
+        return None
+    return Mistake.OMITTED_OPENER, rel.sentence() + f"; the model omitted the template's opener " \
+        f"{_q(rel.pieces[0])}: the first fault by position, before the call's JSON keys written in another order " \
+        "(the second)"
 
 
 def _bare_call_in_content(mistake: Mistake, ex: Any, setup: _Setup, bundle: Any, ctx: dict[str, Any]
@@ -2149,19 +2245,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         ev.append(f"the generation prompt opens and closes the reasoning (enable_thinking="
                   f"{str(setup.request.enable_thinking).lower()}), and the output writes {_q(r_start)} again")
         return Mistake.REOPENED_REASONING, ev
-    ends = [e for e in r_ends if e in out and e not in ctx["markers"] and e not in ctx["all_markers"]]
-    end_at = min((out.find(e) for e in ends), default=-1)
-    if r_start and ends and r_start not in out and end_at >= 0 and (out[:end_at].strip(_WS) or ex.clean) \
-            and not absorbed and r_start not in gp and not _SPECIAL_SHAPE.match(out.lstrip(_WS)):
-        # (an output that opens with a control token writes markup there, not reasoning: gpt-oss's `<|constrain|>`
-        # of a call header before `<|end|>` is no reasoning the model began at its first token)
-        # (the closer first, with nothing before it, is an empty reasoning closed: the same setting)
-        end = next(e for e in ends if out.find(e) == end_at)
-        ev.append(f"the output closes the reasoning with {_q(end)} but never opens it with {_q(r_start)}, and the "
-                  "generation prompt does not open it either: the model reasons from its first token as if the "
-                  "prompt had opened the block (the prompt it was trained with does); no decoder dropped "
-                  f"{_q(r_start)}, since it kept {_q(end)}, the other marker of the pair")
-        ctx["open_reasoning"] = r_start.strip(_WS)
+    unopened = _unopened_closer(ex, bundle, ctx, absorbed)
+    if unopened:
+        ev.append(unopened)
         return Mistake.REASONING_SETTING, ev
     if reasoning and not content and not msg.get("tool_calls") and r_ends and not any(e in out for e in r_ends):
         lead = [m for m in ctx["markers"] if m and m in reasoning]
@@ -2594,6 +2680,7 @@ def _json_shape_slip(setup: _Setup, out: str, ctx: dict[str, Any], read: bool = 
         # another prompt or format the model was trained with (decided by the template's render, which writes the
         # keys in its order in the call and, when it shows one, in the system prompt's example)
         shown = _prompt_key_order(setup, order)
+        ctx["key_order"] = True
         return Mistake.TEMPLATE_MODEL_MISMATCH, (
             f"the model's JSON call object writes the template's keys, each named as the template names it, in the "
             f"order {', '.join(q(chr(34) + k + chr(34)) for k in order)} where the template's render of a call of "
@@ -4968,14 +5055,36 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         patch = _prompt_open_patch(setup, ctx["open_reasoning"], ctx)
         if patch is not None and budget.take(len(ex.output)):
             try:
-                p = _parse(replace(patch[1], overrides={}, disabled=()), ex.output)
+                patched = replace(patch[1], overrides={}, disabled=())
                 closer = "</" + ctx["open_reasoning"][1:]
-                if ok(p) and closer not in (p.message.content or "") + (p.message.reasoning_content or "") \
-                        and (p.message.reasoning_content or "").strip(_WS) + (p.message.content or "").strip(_WS):
+
+                def opened(p: _Parsed) -> bool:
+                    return ok(p) and closer not in (p.message.content or "") + (p.message.reasoning_content or "") \
+                        and bool((p.message.reasoning_content or "").strip(_WS) + (p.message.content or "").strip(_WS))
+                p, group = _parse(patched, ex.output), ()
+                if not opened(p) and p.message.tool_calls and budget.take(len(ex.output)):
+                    # two faults: the prompt opens the reasoning, and the repairs that fire read the calls' second
+                    # fault (each alone first)
+                    full = _parse(patched, ex.output, repairs=tuple(TOLERANCE_REPAIRS))
+                    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in full.message.repairs)
+                             if n in TOLERANCE_REPAIRS]
+                    if opened(full) and fired:
+                        p, group = full, tuple(fired)
+                        for n in fired[:2]:
+                            if not budget.take(len(ex.output)):
+                                break
+                            one = _parse(patched, ex.output, repairs=(n,))
+                            if opened(one) and _calls_of(one.message.to_openai()) == _calls_of(full.message.to_openai()):
+                                p, group = one, (n,)
+                                break
+                if opened(p):
                     out.append(RankedFix(TriageFixKind.TEMPLATE, f"patch the template: its generation prompt opens "
                                          f"the reasoning with {_q(ctx['open_reasoning'])} (write "
-                                         f"{_q(patch[0][0][1], 60)} for {_q(patch[0][0][0], 60)})",
-                                         {"template_patch": patch[0]}, p.message.to_openai(), 2))
+                                         f"{_q(patch[0][0][1], 60)} for {_q(patch[0][0][0], 60)})" + (
+                                             ", and switch on " + ", ".join(f"`{n}`" for n in group)
+                                             + " for the calls' second fault" if group else ""),
+                                         {"template_patch": patch[0], **({"repairs": list(group)} if group else {})},
+                                         p.message.to_openai(), 2 + len(group)))
             except Exception:  # noqa: BLE001 - a patched template that does not build is not offered
                 pass
     if ctx.get("affix"):
