@@ -52,24 +52,57 @@ _DUMMY = {"type": "function", "function": {"name": "explain_probe_tool",
                                            "parameters": {"type": "object", "properties": {}}}}
 
 
-def tool_openers(setup: Setup) -> list[str]:
-    """The words that start a tool call in this template's format: the lazy grammar's word triggers (and the
-    literal head of pattern triggers) of a parser built for a one-tool request — the same markers llama.cpp
-    would trigger the grammar on. ``[]`` when the format has none."""
+def _probe_triggers(setup: Setup) -> list[Any]:
+    """The lazy grammar's triggers of a parser built for ``setup`` with at least one tool offered."""
     req = setup.request
     probe = replace(req, tools=list(req.tools or []) or [_DUMMY], tool_choice=ToolChoice.AUTO)
     try:
         bundle = build_bundle(replace(setup, request=probe))
     except Exception:  # noqa: BLE001 - a template that cannot build with tools simply has no opener
         return []
+    return list(getattr(bundle.parser, "grammar_triggers", []) or [])
+
+
+def tool_openers(setup: Setup) -> list[str]:
+    """The words that start a tool call in this template's format: the lazy grammar's word triggers (and the
+    literal head of pattern triggers) of a parser built for a one-tool request — the same markers llama.cpp
+    would trigger the grammar on. ``[]`` when the format has none."""
     out: list[str] = []
-    for t in getattr(bundle.parser, "grammar_triggers", []) or []:
+    for t in _probe_triggers(setup):
         v = getattr(t, "value", "")
         if getattr(t, "type", None) is not None and t.type.value.startswith("pattern"):
             v = re.split(r"[\\(\[.*+?{|^$]", v.lstrip("^"), maxsplit=1)[0]
         if v.strip(WS) and v not in out:
             out.append(v)
     return out
+
+
+def written_openers(setup: Setup, output: str) -> list[tuple[str, int]]:
+    """Where ``output`` holds what starts a tool call in this template's format, as the lazy grammar's triggers of
+    a one-tool parser fire on it: a word trigger where the output writes the word, a pattern trigger where the
+    whole pattern matches (``^`` at the output's start, a trailing ``$`` dropped: it fires on a prefix) — not where
+    only the pattern's first character stands (gpt-oss's `<|start|>assistant<|channel|>commentary to` is a call,
+    the `<` of `<|message|>` is not). Each (the text that matched, its output position), first position first."""
+    found: list[tuple[str, int]] = []
+    for t in _probe_triggers(setup):
+        v = getattr(t, "value", "") or ""
+        kind = getattr(getattr(t, "type", None), "value", "")
+        if kind == "word":
+            at = output.find(v.strip(WS)) if v.strip(WS) else -1
+            if at >= 0:
+                found.append((v.strip(WS), at))
+            continue
+        if not kind.startswith("pattern"):
+            continue
+        pat = v[:-1] if v.endswith("$") and not v.endswith("\\$") else v
+        try:
+            # the parser's own patterns (markers escaped), the same search repair call-ends-reasoning runs
+            m = re.match(pat[1:], output) if pat.startswith("^") else re.search(pat, output)
+        except re.error:
+            continue
+        if m and m.group(0).strip(WS):
+            found.append((m.group(0).strip(WS), m.start() + len(m.group(0)) - len(m.group(0).lstrip(WS))))
+    return sorted(dict.fromkeys(found), key=lambda f: f[1])
 
 
 def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding]:  # noqa: C901
