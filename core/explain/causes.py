@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from ..chat.prompt import THINKING_OFF_CONTEXT, prepare_request, render_prompt
 from ..chat.request import ChatRequest, ToolChoice
 from ..escapes import code_span
 from .model import (MARKER_TOKEN, properties_of, required_of, written_arguments_kind, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
@@ -135,13 +136,13 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
              "a format the renders did not show") if says else
             "the template's text does not mention tool calls: it gives the model no format to follow"]))
     openers = tool_openers(setup) if (not active or not msg.tool_calls) else []
-    seen_openers = [o.strip(WS) for o in openers if o.strip(WS) in output]
     if not active:
         why = "has no tools" if not req.tools else "has tool_choice none"
-        if seen_openers:
+        written = written_openers(setup, output)
+        if written:
             out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
-                f"the output contains {_q(seen_openers[0])}, which starts a tool call in this template's format, "
-                f"at output position {output.find(seen_openers[0])}",
+                f"the output contains {_q(written[0][0])}, which starts a tool call in this template's format, "
+                f"at output position {written[0][1]}",
                 f"the request {why}, so the parser reads no tool calls: the call stays in content"]))
         else:
             probe = _call_without_tools(setup, ex)
@@ -164,19 +165,21 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
             ev.append(f"the content holds the reasoning marker {_q(leak[0])}")
         if reopened:
             ev.append(f"the output opens the reasoning again with {_q(r_start)}: the marker is now reasoning text")
+        switch = _thinking_switch(setup, gp) if (opened or closed or (r_start and r_start in output)) else ""
         if opened:
-            ev.append(f"the generation prompt ends with {_q(r_start)}: it opens the reasoning block "
-                      f"(enable_thinking={str(req.enable_thinking).lower()}), so the output must not open it again")
+            # "must not open it again" only beside an output that does write the opener
+            ev.append(f"the generation prompt ends with {_q(r_start)}: it opens the reasoning block{switch}"
+                      + (", so the output must not open it again" if r_start.strip(WS) in output else ""))
             if not any(e in output for e in r_ends):
                 ev.append(f"the output never closes the reasoning ({' or '.join(_q(e) for e in r_ends)}): all of it "
                           "is reasoning")
         elif closed:
-            ev.append(f"the generation prompt opens and closes the reasoning block (enable_thinking="
-                      f"{str(req.enable_thinking).lower()}): reasoning the model still writes is content")
+            ev.append(f"the generation prompt opens and closes the reasoning block{switch}: reasoning the model "
+                      "still writes is content")
         elif r_start and r_start in output:
+            flag = switch[2:-1] if switch.startswith(" (") else ""
             ev.append(f"the output opens reasoning with {_q(r_start)} while reasoning is not being extracted here "
-                      f"(reasoning_format={req.reasoning_format.value}, enable_thinking="
-                      f"{str(req.enable_thinking).lower()})")
+                      f"(reasoning_format={req.reasoning_format.value}" + (f", {flag})" if flag else ")"))
         out.append(Finding(Cause.REASONING_PREFILL, ev))
 
     # -- truncated
@@ -240,6 +243,25 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
     if not out and not ex.clean and not ex.blank:
         out.append(Finding(Cause.DRIFT, [ex.stop.words() if ex.stop else "the parse needed a recovery"]))
     return out
+
+
+def _thinking_switch(setup: Setup, gp: str) -> str:
+    """The request's thinking switch as a line about the generation prompt names it: ``" (enable_thinking=…)"``
+    where the request sets it, or where the renders show the switch changes the generation prompt (then the value is
+    the default the request left); ``", whatever enable_thinking is set to"`` where the prompt rendered with every
+    thinking switch off still ends with ``gp``; ``""`` where that render fails (nothing shown either way)."""
+    req = setup.request
+    flag = f"enable_thinking={str(req.enable_thinking).lower()}"
+    if req.enable_thinking_given:
+        return f" ({flag})"
+    try:
+        prep = prepare_request(setup.template, req)
+        off = render_prompt(replace(prep, enable_thinking=False), additional_context=THINKING_OFF_CONTEXT)
+    except Exception:  # noqa: BLE001 - a prompt that does not render with the switches off shows nothing
+        return ""
+    if off.rstrip(WS).endswith(gp.rstrip(WS)):
+        return ", whatever enable_thinking is set to"
+    return f" ({flag}, the default)"
 
 
 def _tolerance_repairs(m: Any) -> list[str]:
