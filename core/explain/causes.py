@@ -68,8 +68,12 @@ def tool_openers(setup: Setup) -> list[str]:
     """The words that start a tool call in this template's format: the lazy grammar's word triggers (and the
     literal head of pattern triggers) of a parser built for a one-tool request — the same markers llama.cpp
     would trigger the grammar on. ``[]`` when the format has none."""
+    return _trigger_heads(_probe_triggers(setup))
+
+
+def _trigger_heads(triggers: list[Any]) -> list[str]:
     out: list[str] = []
-    for t in _probe_triggers(setup):
+    for t in triggers:
         v = getattr(t, "value", "")
         if getattr(t, "type", None) is not None and t.type.value.startswith("pattern"):
             v = re.split(r"[\\(\[.*+?{|^$]", v.lstrip("^"), maxsplit=1)[0]
@@ -84,8 +88,12 @@ def written_openers(setup: Setup, output: str) -> list[tuple[str, int]]:
     whole pattern matches (``^`` at the output's start, a trailing ``$`` dropped: it fires on a prefix) — not where
     only the pattern's first character stands (gpt-oss's `<|start|>assistant<|channel|>commentary to` is a call,
     the `<` of `<|message|>` is not). Each (the text that matched, its output position), first position first."""
+    return _triggers_written(_probe_triggers(setup), output)
+
+
+def _triggers_written(triggers: list[Any], output: str) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
-    for t in _probe_triggers(setup):
+    for t in triggers:
         v = getattr(t, "value", "") or ""
         kind = getattr(getattr(t, "type", None), "value", "")
         if kind == "word":
@@ -97,7 +105,8 @@ def written_openers(setup: Setup, output: str) -> list[tuple[str, int]]:
             continue
         pat = v[:-1] if v.endswith("$") and not v.endswith("\\$") else v
         try:
-            # the parser's own patterns (markers escaped), the same search repair call-ends-reasoning runs
+            # the formats' own patterns (markers escaped), as repair call-ends-reasoning searches them: each is
+            # anchored at the output's start or led by a literal, so one scan of the output (untrusted) is linear
             m = re.match(pat[1:], output) if pat.startswith("^") else re.search(pat, output)
         except re.error:
             continue
@@ -135,10 +144,11 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
             ("the template's text mentions " + ", ".join(_q(w) for w in says) + " — its instructions may describe "
              "a format the renders did not show") if says else
             "the template's text does not mention tool calls: it gives the model no format to follow"]))
-    openers = tool_openers(setup) if (not active or not msg.tool_calls) else []
+    triggers = _probe_triggers(setup) if (not active or not msg.tool_calls) else []
+    openers = _trigger_heads(triggers)
     if not active:
         why = "has no tools" if not req.tools else "has tool_choice none"
-        written = written_openers(setup, output)
+        written = _triggers_written(triggers, output)
         if written:
             out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
                 f"the output contains {_q(written[0][0])}, which starts a tool call in this template's format, "
