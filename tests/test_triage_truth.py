@@ -1,5 +1,6 @@
 """Issue 26, "the evidence never states something false": each statement a new maintainer's check found false on a
-development row (kept25 … kept27, kept30 … kept32), now true or gone."""
+development row (kept25 … kept27, kept30 … kept32) or that the collectors of the kept-aside kept33 and kept34 noted
+(their rows read as labelled, not changed), now true or gone."""
 
 from __future__ import annotations
 
