@@ -1,12 +1,16 @@
 """Issue 26, "the evidence never states something false": each statement a new maintainer's check found false on a
-development row (kept25 … kept27, kept30 … kept32), now true or gone."""
+development row (kept25 … kept27, kept30 … kept32) or that the collectors of the kept-aside kept33 and kept34 noted
+(their rows read as labelled, not changed), now true or gone."""
 
 from __future__ import annotations
 
+import pytest
+
 from core.chat.request import ChatRequest
+from core.explain.causes import tool_openers, written_openers
 from core.explain.explain import explain
 from core.explain.fixes import offered_names
-from core.explain.model import Setup, build_bundle, called_names
+from core.explain.model import Cause, Setup, build_bundle, called_names
 from core.explain.triage import Mistake
 
 from .test_triage import _row, _run, _template
@@ -320,3 +324,97 @@ def test_a_well_formed_tool_name_the_request_lacks_is_not_renamed_into_the_one_o
     assert tg.mistake is Mistake.UNKNOWN_TOOL
     assert tg.nearest is None or "selectFunctions" not in "".join(e.new for e in tg.nearest.edits)
     assert tg.sentence == "the model called `create`; the request offers `selectFunctions`"
+
+
+# -- statements the kept-aside batches kept33 and kept34 showed false (their rows as labelled, not changed)
+
+def _findings_text(ex) -> str:
+    return " ".join(e for f in ex.findings for e in f.evidence)
+
+
+@pytest.mark.parametrize("case_id", ["kept29-mnn-gptoss-thinking-only", "kept29-mnn-gptoss-final-message"])
+def test_a_call_is_claimed_only_where_the_output_writes_what_starts_one(case_id):
+    """MNN Chat's gpt-oss texts (`prefix<|message|>thinking...<|end|>suffix`, no tools in the request) hold no call:
+    the `<` of `<|message|>` is only the first character of gpt-oss's call triggers, so no line says the output
+    holds a call, and the mistake is not a call sent without tools."""
+    case = _row("kept33.jsonl", case_id)
+    setup = Setup(_template(case["template"]), ChatRequest.from_dict(case), "llama.cpp", {})
+    assert "<" in tool_openers(setup) and written_openers(setup, case["input"]) == []
+    ex, tg = _run(case)
+    assert tg.mistake != Mistake.TOOLS_NOT_SENT
+    assert not any(f.cause == Cause.TOOLS_NOT_REQUESTED for f in ex.findings)
+    said = " ".join([tg.sentence, tg.no_fix, *tg.evidence, _findings_text(ex)])
+    assert "the call stays in content" not in said and "starts a tool call" not in said
+
+
+def test_a_call_the_output_does_write_without_tools_is_still_named_with_its_opener():
+    """LM Studio's gpt-oss call (lmstudio-bug-tracker#873, `<|channel|>commentary to=functions.run_javascript …`)
+    with one stated change, the request's tools left out: the whole trigger the call matches is named, at 0."""
+    case = {**_row("kept.jsonl", "kept-lmstudio-873-gptoss-commentary-call"), "tools": None}
+    setup = Setup(_template(case["template"]), ChatRequest.from_dict(case), "llama.cpp", {})
+    assert written_openers(setup, case["input"]) == [("<|channel|>commentary to=functions", 0)]
+    ex = explain(setup.template, setup.request, case["input"])
+    found = next(f for f in ex.findings if f.cause == Cause.TOOLS_NOT_REQUESTED)
+    assert found.evidence[0] == ("the output contains `<|channel|>commentary␣to=functions`, which starts a tool call "
+                                 "in this template's format, at output position 0")
+
+
+_R1_ROWS = ["kept30-smolagents-deepseek-think-tag-code-block", "kept30-autogen-openai-client-r1-think-field",
+            "kept30-autogen-parse-r1-no-think-tags", "kept30-autogen-openai-client-r1-no-think-field"]
+
+
+@pytest.mark.parametrize("case_id", _R1_ROWS)
+def test_a_thinking_switch_the_request_never_set_is_not_named(case_id):
+    """DeepSeek R1's template opens `<think>` in its generation prompt whatever `enable_thinking` is, and the rows'
+    requests set none: the line about the prompt says the prompt opens the block, whatever the switch is set to,
+    and names no value of it."""
+    case = _row("kept34.jsonl", case_id)
+    assert case["enable_thinking"] is None and not case.get("chat_template_kwargs")
+    ex, _tg = _run(case)
+    line = next(e for f in ex.findings for e in f.evidence if e.startswith("the generation prompt ends with"))
+    assert line.startswith("the generation prompt ends with `<think>`: it opens the reasoning block, whatever "
+                           "enable_thinking is set to")
+    assert "enable_thinking=" not in _findings_text(ex)
+
+
+def test_a_thinking_switch_the_request_sets_is_named():
+    """The smolagents row with one stated change, `enable_thinking: true` in the request: the switch is named."""
+    case = {**_row("kept34.jsonl", _R1_ROWS[0]), "enable_thinking": True}
+    ex, _tg = _run(case)
+    assert ("the generation prompt ends with `<think>`: it opens the reasoning block (enable_thinking=true), so the "
+            "output must not open it again") in [e for f in ex.findings for e in f.evidence]
+
+
+@pytest.mark.parametrize("case_id, opens_again", list(zip(_R1_ROWS, [True, True, False, False])))
+def test_the_output_is_said_to_open_the_reasoning_again_only_where_it_does(case_id, opens_again):
+    """"so the output must not open it again" stands only beside an output that writes `<think>` (the two
+    re-opened rows), not beside the two `REASONING_SETTING` rows, whose outputs write no reasoning marker."""
+    case = _row("kept34.jsonl", case_id)
+    ex, tg = _run(case)
+    assert ("<think>" in case["input"]) == opens_again
+    assert tg.mistake == (Mistake.REOPENED_REASONING if opens_again else Mistake.REASONING_SETTING)
+    assert ("so the output must not open it again" in _findings_text(ex)) == opens_again
+
+
+def test_with_an_expected_message_the_fix_that_gives_it_exactly_ranks_first():
+    """openvino.genai's Phi-4-mini-reasoning text (a `<think>` block the template has no markers for), explained
+    with the engine's message expected: improved fidelity (repair leading-think-block) gives it exactly and ranks
+    first; the reasoning-marker override, which gives it but for the line breaks at the edges, comes after. Without
+    the expected message the order is the one before (the override alone). The page's order is the JSON's."""
+    from core.explain.present import text_lines
+
+    case = _row("kept33.jsonl", "kept29-ovgenai-phi4-reason-long")
+    t, req = _template(case["template"]), ChatRequest.from_dict(case)
+    ex = explain(t, req, case["input"], expect=case["expect"])
+    fixes = ex.triage.fixes
+    assert [(f.kind.value, list(f.change)) for f in fixes] == [("fidelity", ["fidelity"]),
+                                                                ("override", ["overrides"])]
+    assert fixes[0].message == case["expect"] and fixes[0].gives_expected and fixes[1].gives_expected
+    assert fixes[1].message["content"] == case["expect"]["content"].strip()
+    assert [f["kind"] for f in ex.to_json()["triage"]["fixes"]] == ["fidelity", "override"]
+    text = text_lines(ex)
+    start = text.index("fixes, ranked (each re-parsed before it is offered):")
+    assert text[start + 1].startswith("  1. [fidelity] ") and any(line.startswith("  2. [override] ")
+                                                                   for line in text[start + 2:])
+    without = explain(t, req, case["input"]).triage.fixes
+    assert [f.kind.value for f in without] == ["override"]

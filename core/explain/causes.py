@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from ..chat.prompt import THINKING_OFF_CONTEXT, prepare_request, render_prompt
 from ..chat.request import ChatRequest, ToolChoice
 from ..escapes import code_span
 from .model import (MARKER_TOKEN, properties_of, required_of, written_arguments_kind, WS, Cause, Finding, Setup, build_bundle, called_names, message_of, reasoning_markers,
@@ -52,24 +53,66 @@ _DUMMY = {"type": "function", "function": {"name": "explain_probe_tool",
                                            "parameters": {"type": "object", "properties": {}}}}
 
 
-def tool_openers(setup: Setup) -> list[str]:
-    """The words that start a tool call in this template's format: the lazy grammar's word triggers (and the
-    literal head of pattern triggers) of a parser built for a one-tool request — the same markers llama.cpp
-    would trigger the grammar on. ``[]`` when the format has none."""
+def _probe_triggers(setup: Setup) -> list[Any]:
+    """The lazy grammar's triggers of a parser built for ``setup`` with at least one tool offered."""
     req = setup.request
     probe = replace(req, tools=list(req.tools or []) or [_DUMMY], tool_choice=ToolChoice.AUTO)
     try:
         bundle = build_bundle(replace(setup, request=probe))
     except Exception:  # noqa: BLE001 - a template that cannot build with tools simply has no opener
         return []
+    return list(getattr(bundle.parser, "grammar_triggers", []) or [])
+
+
+def tool_openers(setup: Setup) -> list[str]:
+    """The words that start a tool call in this template's format: the lazy grammar's word triggers (and the
+    literal head of pattern triggers) of a parser built for a one-tool request — the same markers llama.cpp
+    would trigger the grammar on. ``[]`` when the format has none."""
+    return _trigger_heads(_probe_triggers(setup))
+
+
+def _trigger_heads(triggers: list[Any]) -> list[str]:
     out: list[str] = []
-    for t in getattr(bundle.parser, "grammar_triggers", []) or []:
+    for t in triggers:
         v = getattr(t, "value", "")
         if getattr(t, "type", None) is not None and t.type.value.startswith("pattern"):
             v = re.split(r"[\\(\[.*+?{|^$]", v.lstrip("^"), maxsplit=1)[0]
         if v.strip(WS) and v not in out:
             out.append(v)
     return out
+
+
+def written_openers(setup: Setup, output: str) -> list[tuple[str, int]]:
+    """Where ``output`` holds what starts a tool call in this template's format, as the lazy grammar's triggers of
+    a one-tool parser fire on it: a word trigger where the output writes the word, a pattern trigger where the
+    whole pattern matches (``^`` at the output's start, a trailing ``$`` dropped: it fires on a prefix) — not where
+    only the pattern's first character stands (gpt-oss's `<|start|>assistant<|channel|>commentary to` is a call,
+    the `<` of `<|message|>` is not). Each (the text that matched, its output position), first position first."""
+    return _triggers_written(_probe_triggers(setup), output)
+
+
+def _triggers_written(triggers: list[Any], output: str) -> list[tuple[str, int]]:
+    found: list[tuple[str, int]] = []
+    for t in triggers:
+        v = getattr(t, "value", "") or ""
+        kind = getattr(getattr(t, "type", None), "value", "")
+        if kind == "word":
+            at = output.find(v.strip(WS)) if v.strip(WS) else -1
+            if at >= 0:
+                found.append((v.strip(WS), at))
+            continue
+        if not kind.startswith("pattern"):
+            continue
+        pat = v[:-1] if v.endswith("$") and not v.endswith("\\$") else v
+        try:
+            # the formats' own patterns (markers escaped), as repair call-ends-reasoning searches them: each is
+            # anchored at the output's start or led by a literal, so one scan of the output (untrusted) is linear
+            m = re.match(pat[1:], output) if pat.startswith("^") else re.search(pat, output)
+        except re.error:
+            continue
+        if m and m.group(0).strip(WS):
+            found.append((m.group(0).strip(WS), m.start() + len(m.group(0)) - len(m.group(0).lstrip(WS))))
+    return sorted(dict.fromkeys(found), key=lambda f: f[1])
 
 
 def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding]:  # noqa: C901
@@ -101,14 +144,15 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
             ("the template's text mentions " + ", ".join(_q(w) for w in says) + " — its instructions may describe "
              "a format the renders did not show") if says else
             "the template's text does not mention tool calls: it gives the model no format to follow"]))
-    openers = tool_openers(setup) if (not active or not msg.tool_calls) else []
-    seen_openers = [o.strip(WS) for o in openers if o.strip(WS) in output]
+    triggers = _probe_triggers(setup) if (not active or not msg.tool_calls) else []
+    openers = _trigger_heads(triggers)
     if not active:
         why = "has no tools" if not req.tools else "has tool_choice none"
-        if seen_openers:
+        written = _triggers_written(triggers, output)
+        if written:
             out.append(Finding(Cause.TOOLS_NOT_REQUESTED, [
-                f"the output contains {_q(seen_openers[0])}, which starts a tool call in this template's format, "
-                f"at output position {output.find(seen_openers[0])}",
+                f"the output contains {_q(written[0][0])}, which starts a tool call in this template's format, "
+                f"at output position {written[0][1]}",
                 f"the request {why}, so the parser reads no tool calls: the call stays in content"]))
         else:
             probe = _call_without_tools(setup, ex)
@@ -131,19 +175,21 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
             ev.append(f"the content holds the reasoning marker {_q(leak[0])}")
         if reopened:
             ev.append(f"the output opens the reasoning again with {_q(r_start)}: the marker is now reasoning text")
+        switch = _thinking_switch(setup, gp) if (opened or closed or (r_start and r_start in output)) else ""
         if opened:
-            ev.append(f"the generation prompt ends with {_q(r_start)}: it opens the reasoning block "
-                      f"(enable_thinking={str(req.enable_thinking).lower()}), so the output must not open it again")
+            # "must not open it again" only beside an output that does write the opener
+            ev.append(f"the generation prompt ends with {_q(r_start)}: it opens the reasoning block{switch}"
+                      + (", so the output must not open it again" if r_start.strip(WS) in output else ""))
             if not any(e in output for e in r_ends):
                 ev.append(f"the output never closes the reasoning ({' or '.join(_q(e) for e in r_ends)}): all of it "
                           "is reasoning")
         elif closed:
-            ev.append(f"the generation prompt opens and closes the reasoning block (enable_thinking="
-                      f"{str(req.enable_thinking).lower()}): reasoning the model still writes is content")
+            ev.append(f"the generation prompt opens and closes the reasoning block{switch}: reasoning the model "
+                      "still writes is content")
         elif r_start and r_start in output:
+            flag = switch[2:-1] if switch.startswith(" (") else ""
             ev.append(f"the output opens reasoning with {_q(r_start)} while reasoning is not being extracted here "
-                      f"(reasoning_format={req.reasoning_format.value}, enable_thinking="
-                      f"{str(req.enable_thinking).lower()})")
+                      f"(reasoning_format={req.reasoning_format.value}" + (f", {flag})" if flag else ")"))
         out.append(Finding(Cause.REASONING_PREFILL, ev))
 
     # -- truncated
@@ -207,6 +253,25 @@ def classify(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[Finding
     if not out and not ex.clean and not ex.blank:
         out.append(Finding(Cause.DRIFT, [ex.stop.words() if ex.stop else "the parse needed a recovery"]))
     return out
+
+
+def _thinking_switch(setup: Setup, gp: str) -> str:
+    """The request's thinking switch as a line about the generation prompt names it: ``" (enable_thinking=…)"``
+    where the request sets it, or where the renders show the switch changes the generation prompt (then the value is
+    the default the request left); ``", whatever enable_thinking is set to"`` where the prompt rendered with every
+    thinking switch off still ends with ``gp``; ``""`` where that render fails (nothing shown either way)."""
+    req = setup.request
+    flag = f"enable_thinking={str(req.enable_thinking).lower()}"
+    if req.enable_thinking_given:
+        return f" ({flag})"
+    try:
+        prep = prepare_request(setup.template, req)
+        off = render_prompt(replace(prep, enable_thinking=False), additional_context=THINKING_OFF_CONTEXT)
+    except Exception:  # noqa: BLE001 - a prompt that does not render with the switches off shows nothing
+        return ""
+    if off.rstrip(WS).endswith(gp.rstrip(WS)):
+        return ", whatever enable_thinking is set to"
+    return f" ({flag}, the default)"
 
 
 def _tolerance_repairs(m: Any) -> list[str]:

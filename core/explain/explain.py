@@ -96,6 +96,7 @@ def _explain_budgeted(template: Any, request: ChatRequest, output: str, fidelity
             ex.expected_difference = compare_messages(want, ex.message)
             for fx in ex.fixes:     # the older candidates say it too, as the triage's ranked fixes do
                 fx.gives_expected = compare_messages(want, fx.message) is None
+            ex.fixes.sort(key=lambda fx: not fx.gives_expected)     # (stable: their own order within each part)
         if fixes:
             # the triage (issue 26: the mistake, the nearest accepted output, ranked fixes) gets what is left of
             # EXPLAIN_BUDGET seconds, so explain as a whole stays within it on hostile outputs

@@ -4643,6 +4643,14 @@ def _gives_expected(message: dict[str, Any], expect: dict[str, Any], output: str
     return compare_messages(expected_message(expect, output), message) is None
 
 
+def _expected_rank(message: dict[str, Any], expect: dict[str, Any], output: str) -> int:
+    """How closely ``message`` gives the expected message, for ranking: 0 exactly (the whitespace at the edges of its
+    content and reasoning too), 1 as :func:`_gives_expected` compares (that whitespace aside), 2 not."""
+    if not _gives_expected(message, expect, output):
+        return 2
+    return 0 if all((message.get(k) or "") == (expect.get(k) or "") for k in ("content", "reasoning_content")) else 1
+
+
 def _keep_special_tokens(setup: _Setup, budget: _Budget, ok: Any, restored: str, shown: str,
                          server: str = "keep-special-tokens",
                          what: str = "keep special tokens in the decoded text (skip_special_tokens=false / --special)"
@@ -5022,8 +5030,10 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
             continue
         kind = {FixKind.REQUEST: TriageFixKind.REQUEST, FixKind.OVERRIDE: TriageFixKind.OVERRIDE,
                 FixKind.FIDELITY: TriageFixKind.FIDELITY}[fx.kind]
-        if kind == TriageFixKind.FIDELITY and out:
-            continue
+        if kind == TriageFixKind.FIDELITY and out and not (
+                expect is not None and _expected_rank(fx.message, expect, ex.output)
+                < min(_expected_rank(o.message, expect, ex.output) for o in out)):
+            continue    # (kept where it gives the expected message more closely than every fix before it)
         added = [t for t in (fx.change.get("request") or {}).get("tools") or [] if isinstance(t, dict)
                  and (t.get("function") or {}).get("description") == "added by explain"]
         if any(not _IDENT.fullmatch(t["function"]["name"]) or _misnamed(t["function"]["name"], req)
@@ -5232,7 +5242,9 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
     if expect is not None:
         for f in uniq:
             f.gives_expected = _gives_expected(f.message, expect, ex.output)
-        uniq.sort(key=lambda f: not f.gives_expected)      # (stable: the ranking above within each part)
+        # those that give it exactly, then those that give it but for whitespace at the edges, then the rest
+        # (stable: the ranking above, by how little each changes, within each part)
+        uniq.sort(key=lambda f: _expected_rank(f.message, expect, ex.output))
     r_marks = reasoning_markers(bundle)
     kept = [(x.strip(_WS), f) for f in ("reasoning_content", "content")
             for x in dict.fromkeys([r_marks[0], *r_marks[1], *markers]) if x and x.strip(_WS) in (cur.get(f) or "")]
