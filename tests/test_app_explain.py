@@ -118,7 +118,7 @@ def test_reproducer_downloads():
     codes = _repro_codes(at)
     case = json.loads(codes[0])
     assert case["template"] == "Qwen-Qwen2.5-7B-Instruct.jinja" and case["input"] == DRIFT
-    assert "def test_" in codes[1] and "run_case(CASE" in codes[1]
+    assert "def test_" in codes[1] and "run_case(case" in codes[1]
     assert 'peg_tester("models/templates/Qwen-Qwen2.5-7B-Instruct.jinja", detailed_debug)' in codes[2]
     assert 'static common_chat_tool repro_tool_0{ "get_weather", ' in codes[2]      # the tool, declared
     assert ".tools({ repro_tool_0 })" in codes[2] and codes[2].rstrip().endswith(".run();\n}")
