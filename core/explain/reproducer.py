@@ -179,7 +179,8 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
                '    now and passes while the behaviour stays as it is. Give the expected message (explain --expect\n'
                '    FILE, or the box on the Explain page) to get a reproducer that fails until the bug is fixed."""\n')
     # the explanation's analysis settings, so the test parses as the explanation did (as JSON text, like the case)
-    setting_line = f"    settings = json.loads({py_str(json.dumps(settings, ensure_ascii=False))})\n" if settings else ""
+    setting_line = (f"    settings = json.loads({py_str(json.dumps(settings, ensure_ascii=False))})\n"
+                    if settings else "")
     setting_arg = ", **settings" if settings else ""
     return f'''{head}
 

@@ -224,7 +224,8 @@ if tg.get("mistake") not in (None, "NONE"):
     points = [ex["stop"], ex["truncated"]]
     st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(plain_paths(tg["sentence"], points)))
     if tg.get("budget_hit"):
-        st.caption(md(budget_words(tg.get("searched") or 0)))
+        st.caption(md(budget_words(tg.get("searched") or 0, tg.get("budget_limit") or "",
+                                   bool((ex.get("message") or {}).get("tool_calls")))))
     near = tg.get("nearest")
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
