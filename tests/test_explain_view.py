@@ -265,3 +265,19 @@ def test_with_an_expected_message_the_older_fixes_say_whether_they_give_it():
     assert ex.to_json()["fixes"][0]["gives_expected"] is True
     assert explain(tpl, req, row["input"]).to_json()["fixes"][0]["gives_expected"] is None
 
+
+def test_each_reasoning_closer_is_listed_once():
+    """vLLM's Nemotron 3 test output (kept8) opens no `</think>` after a prompt that opened the reasoning: the view
+    said "never closes the reasoning (`</think>` or `</think>` or `<tool_call>`)" — the handler lists `</think>` and
+    `</think>` with its line break, one marker once trimmed. Each closer is listed once, in the handler's order."""
+    from core.explain.model import Setup, build_bundle, reasoning_markers
+
+    row = _row("kept6-vllm-nemotron-v3-r-promote-unclosed", "kept8.jsonl")
+    tpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    bundle = build_bundle(Setup(tpl, ChatRequest.from_dict({k: row[k] for k in REQUEST_KEYS if k in row}),
+                                "llama.cpp", {}))
+    tags = [t.strip() for t in bundle.parser.thinking_end_tags]
+    assert tags.count("</think>") == 2                  # the handler's two spellings of one closer
+    assert reasoning_markers(bundle)[1] == ["</think>", "<tool_call>"]
+    lines = text_lines(_explain(row))
+    assert "  - the output never closes the reasoning (`</think>` or `<tool_call>`): all of it is reasoning" in lines
