@@ -726,3 +726,13 @@ def test_a_permalink_keeps_the_requests_key_order_and_the_page_explains_what_the
     codes = _repro_codes(at)
     assert json.dumps(json.loads(codes[0]), ensure_ascii=False) == json.dumps(cli["case"], ensure_ascii=False)
     assert codes[1] == cli["pytest"].rstrip("\n")       # (a code block drops the last line break)
+
+
+def test_the_page_says_which_bound_stopped_the_search_as_the_cli_does():
+    """SGLang's Qwen3-Coder test (kept7): no call read, the search spends its 40 re-parses. The page's caption under
+    the mistake is the CLI's line: the bound, and no advice to explain an excerpt up to a call there is not."""
+    row = _triage_row("kept7.jsonl", "kept7-sgl-qwen3coder-double")
+    at = _explain_row(row)
+    said = [unmd(c.value) for c in at.caption if "stopped at its budget" in unmd(c.value)]
+    assert said == ["the triage's search stopped at its budget after 40 re-parse(s) (the most it makes): the mistake "
+                    "and the fixes are what it found by then"], said
