@@ -216,14 +216,16 @@ def _explain(source: str, name: str, request_json: str, output: str, fidelity: s
              disabled: tuple[str, ...], expect_json: str = "", only_repairs: tuple[str, ...] | None = None
              ) -> dict[str, Any]:
     from .explain.explain import explain
-    from .explain.reproducer import case_line, check_expected, peg_tester_snippet, pytest_test
+    from .explain.reproducer import case_id, case_line, check_expected, peg_tester_snippet, pytest_test
 
     expect = check_expected(json.loads(expect_json)) if expect_json else None
     ex = explain(_template(source, name), _request(request_json), output,
                  fidelity=fidelity, overrides=json.loads(overrides_json), disabled_workarounds=disabled,
                  only_repairs=tuple(only_repairs) if only_repairs is not None else None, expect=expect)
     data = ex.to_json()
-    data["reproducer"] = {"case": case_line(ex, expect=expect), "pytest": pytest_test(ex, source=source, expect=expect),
+    cid = case_id(ex, expect, source)     # one id for the case line and the test written from it
+    data["reproducer"] = {"case": case_line(ex, cid, expect=expect),
+                          "pytest": pytest_test(ex, cid, source=source, expect=expect),
                           "peg_tester": peg_tester_snippet(ex, expect=expect)}
     return data
 

@@ -776,7 +776,7 @@ def parser_bundle(tpl: CurrentTemplate | None = None, request: dict[str, Any] | 
 
     ChatRequest.from_dict(request)  # validate before caching (clear RequestError)
     return unwrap(_bundle(*_key(tpl, disabled, overrides),
-                          json.dumps(request, sort_keys=True, ensure_ascii=False)))
+                          json.dumps(request, ensure_ascii=False)))
 
 
 # ------------------------------------------------------------------------------------------------ samples
@@ -823,7 +823,7 @@ def _parsed(source: str, name: str, fidelity: str, disabled: tuple[str, ...], ov
 def _parse_result(tpl: CurrentTemplate, request: dict[str, Any], output: str,
                   partial: bool) -> tuple[dict[str, Any], tuple[Any, ...]]:
     parser_bundle(tpl, request)  # validates the request, builds (or reuses) the parser
-    return _parsed(*_key(tpl, None, None), json.dumps(request, sort_keys=True, ensure_ascii=False), output,
+    return _parsed(*_key(tpl, None, None), json.dumps(request, ensure_ascii=False), output,
                    partial)
 
 
@@ -855,5 +855,5 @@ def _replay(source: str, name: str, fidelity: str, disabled: tuple[str, ...], ov
 def replay(tpl: CurrentTemplate, request: dict[str, Any], output: str, partial: bool) -> Replay:
     """The streaming replay of ``output`` (see :class:`Replay`), cached like :func:`parsed_message`."""
     parser_bundle(tpl, request)
-    return _replay(*_key(tpl, None, None), json.dumps(request, sort_keys=True, ensure_ascii=False), output,
+    return _replay(*_key(tpl, None, None), json.dumps(request, ensure_ascii=False), output,
                    partial)

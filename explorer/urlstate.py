@@ -408,7 +408,9 @@ def encode_explain(request: dict[str, Any], output: str) -> str:
     import base64
     import zlib
 
-    raw = json.dumps({"r": request, "o": output}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    # the request as given: its key order is meaningful to a template (the order it renders a tool's
+    # parameters in), so the link reopens the request the command line would read
+    raw = json.dumps({"r": request, "o": output}, ensure_ascii=False, separators=(",", ":"))
     return base64.urlsafe_b64encode(zlib.compress(raw.encode("utf-8"), 9)).decode("ascii").rstrip("=")
 
 

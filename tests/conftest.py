@@ -17,8 +17,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = (ROOT.parent / "shared").resolve()
 TEMPLATES = SHARED / "templates"
 REFERENCE = SHARED / "reference"
-# explain's triage tries as many candidate edits and fixes as fit in its time budget; the tests (and the CLI and
-# app servers they start, which inherit this) give it room so that its answers do not depend on the machine's load
+# explain's triage is bounded by work with a backstop of CPU seconds that only hostile outputs reach (a slower
+# machine fits fewer of their candidates); the tests (and the CLI and app servers they start, which inherit this)
+# raise the backstop so that their answers on those do not depend on the machine's speed
 os.environ.setdefault("CTE_EXPLAIN_BUDGET_S", "30")
 # likewise the analysis budget (5 s by default, for visitors): a starved machine must not turn a real template's
 # analysis into a limit error; the tests of the budget itself pass their own budget_s or set the variable

@@ -118,7 +118,7 @@ def test_reproducer_downloads():
     codes = _repro_codes(at)
     case = json.loads(codes[0])
     assert case["template"] == "Qwen-Qwen2.5-7B-Instruct.jinja" and case["input"] == DRIFT
-    assert "def test_" in codes[1] and "run_case(CASE" in codes[1]
+    assert "def test_" in codes[1] and "run_case(case" in codes[1]
     assert 'peg_tester("models/templates/Qwen-Qwen2.5-7B-Instruct.jinja", detailed_debug)' in codes[2]
     assert 'static common_chat_tool repro_tool_0{ "get_weather", ' in codes[2]      # the tool, declared
     assert ".tools({ repro_tool_0 })" in codes[2] and codes[2].rstrip().endswith(".run();\n}")
@@ -693,3 +693,46 @@ def test_an_empty_output_is_said_to_be_empty_not_cut_inside_a_tool_call():
     assert any(t.startswith("The output is empty: ") for t in texts), texts
     assert not [t for t in texts if "inside a tool call" in t or "No candidate change" in t]
     assert [s.value for s in at.subheader].count("What the model did") == 1
+
+
+def test_a_permalink_keeps_the_requests_key_order_and_the_page_explains_what_the_cli_explains(tmp_path):
+    """The permalink wrote the request with its keys sorted (and the page sent it to explain sorted too), so a link
+    reopened the tools' schemas in another order than the request had — `properties` before `type` — and the page
+    explained another request than ``python -m core explain`` does for the same file (a template renders a tool's
+    parameters in the order given). vLLM's Gemma 4 test output (kept11), whose request writes `type` first: the link
+    round-trips the request byte for byte, and the page's reproducers (case line and pytest test: request, message,
+    mistake, case id) are the CLI's ``--json`` ones."""
+    from explorer.urlstate import decode_explain, encode_explain
+
+    row = _triage_row("kept11.jsonl", "kept10-vllm-gemma4-multiple-sequential-canonical-calls")
+    req = {k: row[k] for k in ("messages", "tools", "tool_choice", "parallel_tool_calls", "reasoning_format",
+                               "enable_thinking")}
+    assert list(req["tools"][0]["function"]["parameters"]) == ["type", "properties"]
+    value = encode_explain(req, row["input"])
+    back = decode_explain(value)
+    assert back is not None and json.dumps(back[0], ensure_ascii=False) == json.dumps(req, ensure_ascii=False)
+    at = use_corpus(start(), row["template"])
+    at.query_params["x"] = value
+    at.session_state["explain_open_repro"] = True
+    at = page(at, "explain")
+    shown = json.loads(at.code[0].value)      # the request the page explains, in its order
+    assert json.dumps(shown["tools"], ensure_ascii=False) == json.dumps(req["tools"], ensure_ascii=False)
+    req_file = tmp_path / "request.json"
+    req_file.write_text(json.dumps(shown, ensure_ascii=False), encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "core", "explain", str(TEMPLATES / row["template"]), "--request",
+                          str(req_file), "--json"], input=row["input"], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    cli = json.loads(out)["reproducer"]
+    codes = _repro_codes(at)
+    assert json.dumps(json.loads(codes[0]), ensure_ascii=False) == json.dumps(cli["case"], ensure_ascii=False)
+    assert codes[1] == cli["pytest"].rstrip("\n")       # (a code block drops the last line break)
+
+
+def test_the_page_says_which_bound_stopped_the_search_as_the_cli_does():
+    """SGLang's Qwen3-Coder test (kept7): no call read, the search spends its 40 re-parses. The page's caption under
+    the mistake is the CLI's line: the bound, and no advice to explain an excerpt up to a call there is not."""
+    row = _triage_row("kept7.jsonl", "kept7-sgl-qwen3coder-double")
+    at = _explain_row(row)
+    said = [unmd(c.value) for c in at.caption if "stopped at its budget" in unmd(c.value)]
+    assert said == ["the triage's search stopped at its budget after 40 re-parse(s) (the most it makes): the mistake "
+                    "and the fixes are what it found by then"], said

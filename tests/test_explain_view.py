@@ -179,7 +179,32 @@ def test_a_search_cut_by_its_budget_is_not_said_to_find_no_fix():
     assert "no change found within the search's budget (one may exist that it did not reach)" in lines
     said = next(ln for ln in lines if "stopped at its budget" in ln)
     assert said.startswith(f"  (the triage's search stopped at its budget after {ex.triage.searched} re-parse(s)")
-    assert "explain an excerpt of the output (up to its first call)" in said
+    # the characters it reads stopped it: an excerpt relieves that (no "up to its first call": the parse read none)
+    assert ex.triage.budget_limit == "characters" and not ex.message.get("tool_calls")
+    assert said.endswith("— explain an excerpt of the output to search it further)")
+
+
+def test_a_search_that_spent_its_re_parses_on_a_short_output_gives_no_advice_it_cannot_follow():
+    """SGLang's Qwen3-Coder test (kept7): two calls without `<tool_call>`, 234 characters, no call read. The search
+    spends its 40 re-parses — the most it makes, whatever the output's length or the machine — and the view said
+    "explain an excerpt of the output (up to its first call) to search it fully": there is no call to cut at, and
+    a shorter output would not raise the re-parses. It says which bound stopped the search and nothing else to do;
+    the excerpt is advised only for the bounds a shorter output does relieve (characters read, CPU time)."""
+    from core.explain.nearest import MAX_PARSES, Limit
+    from core.explain.present import budget_words
+
+    ex = _explain(_row("kept7-sgl-qwen3coder-double", "kept7.jsonl"))
+    tg = ex.triage
+    assert not ex.message.get("tool_calls") and tg.budget_hit and tg.budget_limit == Limit.PARSES.value
+    assert tg.searched == MAX_PARSES and tg.to_json()["budget_limit"] == "re-parses"
+    said = next(ln for ln in text_lines(ex) if "stopped at its budget" in ln)
+    assert said == ("  (the triage's search stopped at its budget after 40 re-parse(s) (the most it makes): the "
+                    "mistake and the fixes are what it found by then)")
+    assert budget_words(3, Limit.CHARACTERS.value).endswith(" — explain an excerpt of the output to search it "
+                                                            "further")
+    assert budget_words(3, Limit.CPU.value, calls=True).endswith(
+        "(explain's CPU time limit; CTE_EXPLAIN_BUDGET_S sets it for the command line): the mistake and the fixes "
+        "are what it found by then — explain an excerpt of the output (up to its first call) to search it further")
 
 
 # OpenVINO Model Server's Llama 3.1 test: three calls joined by `;` (kept26, with the engine's message as `expect`)
@@ -239,3 +264,20 @@ def test_with_an_expected_message_the_older_fixes_say_whether_they_give_it():
     assert lines[at + 1] == "  gives the expected message" and lines[at + 2].startswith("  gives: ")
     assert ex.to_json()["fixes"][0]["gives_expected"] is True
     assert explain(tpl, req, row["input"]).to_json()["fixes"][0]["gives_expected"] is None
+
+
+def test_each_reasoning_closer_is_listed_once():
+    """vLLM's Nemotron 3 test output (kept8) opens no `</think>` after a prompt that opened the reasoning: the view
+    said "never closes the reasoning (`</think>` or `</think>` or `<tool_call>`)" — the handler lists `</think>` and
+    `</think>` with its line break, one marker once trimmed. Each closer is listed once, in the handler's order."""
+    from core.explain.model import Setup, build_bundle, reasoning_markers
+
+    row = _row("kept6-vllm-nemotron-v3-r-promote-unclosed", "kept8.jsonl")
+    tpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    bundle = build_bundle(Setup(tpl, ChatRequest.from_dict({k: row[k] for k in REQUEST_KEYS if k in row}),
+                                "llama.cpp", {}))
+    tags = [t.strip() for t in bundle.parser.thinking_end_tags]
+    assert tags.count("</think>") == 2                  # the handler's two spellings of one closer
+    assert reasoning_markers(bundle)[1] == ["</think>", "<tool_call>"]
+    lines = text_lines(_explain(row))
+    assert "  - the output never closes the reasoning (`</think>` or `<tool_call>`): all of it is reasoning" in lines

@@ -36,7 +36,7 @@ def test_improved_characterisation_test_passes_although_call_ids_are_random():
     ex = explain(_tmpl(), ChatRequest.from_dict(REQUEST), OUTPUT, fidelity="improved", fixes=False)
     assert [c["id"] for c in ex.message["tool_calls"]] == ["", ""]   # the template writes no ids
     code = pytest_test(ex, source=_tmpl().source)
-    assert "compare_messages(CASE[\"expect\"], out[\"message\"])" in code
+    assert "compare_messages(case[\"expect\"], out[\"message\"])" in code
     _run_generated(code)
 
 
@@ -93,10 +93,10 @@ def test_overrides_are_kept_by_the_pytest_reproducer():
     ex = explain(_tmpl(), req, output, overrides={"reasoning.end": "</plan>"}, fixes=False)
     assert ex.message.get("reasoning_content") == output            # the override moved the answer
     code = pytest_test(ex, source=_tmpl().source)
-    assert "SETTINGS = json.loads(" in code and "**SETTINGS" in code
+    assert "settings = json.loads(" in code and "**settings" in code
     _run_generated(code)
     plain = explain(_tmpl(), req, output, fixes=False)
-    assert "SETTINGS" not in pytest_test(plain, source=_tmpl().source)
+    assert "settings" not in pytest_test(plain, source=_tmpl().source)
 
 
 def test_a_repair_switched_on_alone_is_kept_by_the_pytest_reproducer():
@@ -217,9 +217,12 @@ def test_case_ids_differ_when_the_settings_differ():
     assert ids[0] == case_id(explain(tmpl, request, row["input"], fixes=False))
     import hashlib
     h = hashlib.sha256()
-    for part in (row["template"], json.dumps(runs[0].request, sort_keys=True, ensure_ascii=False), row["input"]):
+    # the id of an explanation without settings: template, request, output — and, since the tools' schemas here
+    # are not in sorted key order (`type` before `properties`), the request in its own order
+    for part in (row["template"], json.dumps(runs[0].request, sort_keys=True, ensure_ascii=False), row["input"],
+                 "request: " + json.dumps(dict(sorted(runs[0].request.items())), ensure_ascii=False)):
         h.update(part.encode("utf-8") + b"\0")
-    assert ids[0] == "explain-" + h.hexdigest()[:12]   # the id of an explanation without settings is unchanged
+    assert ids[0] == "explain-" + h.hexdigest()[:12]
     ns: dict = {}
     for ex in runs[:2]:
         exec(compile(pytest_test(ex, source=tmpl.source, expect=row["expect"]), "generated_test.py", "exec"), ns)
@@ -306,3 +309,36 @@ def test_the_list_of_llama_cpps_templates_is_the_manifests():
     assert ours | b11549 == LLAMA_CPP_TEMPLATES and (len(ours), len(b11549)) == (71, 3)
     assert all("models/templates/" + n.replace(LLAMA_CPP_EDIT, "") == r["source_path"]
                for r in rows for n in [r["file"]] if n in ours)
+
+
+def test_the_expect_reproducer_and_the_characterisation_test_of_one_output_collect_both_in_one_file(tmp_path):
+    """The ``--expect`` reproducer and the characterisation test of the same output were both
+    ``test_explain_<same hash>``: the expected message was not hashed, so pasted into one file pytest collected one
+    of them (the xfail reproducer shadowed). The expected message is hashed now (and the template's text the test
+    carries, and the request's key order when it is not sorted): both are collected and run — the reproducer xfails,
+    the characterisation test passes — and each test's case line carries its test's id."""
+    import subprocess
+    import sys
+
+    from core.explain.reproducer import case_id
+
+    row = _kept11_row("kept10-ollama-qwen3vl-nonthinking-sequential-indices")
+    tmpl = ChatTemplate((TEMPLATES / row["template"]).read_text(encoding="utf-8"), row["template"])
+    request = ChatRequest.from_dict({k: row[k] for k in ("messages", "tools", "parallel_tool_calls")})
+    ex = explain(tmpl, request, row["input"], fixes=False)
+    assert ex.message != row["expect"]      # the parse fails: with --expect the test is a strict xfail
+    plain, expecting = case_id(ex, source=tmpl.source), case_id(ex, row["expect"], tmpl.source)
+    assert plain != expecting and case_id(ex) != plain != case_id(ex, row["expect"])
+    tools = [{**t, "function": {**t["function"], "parameters": dict(reversed(t["function"]["parameters"].items()))}}
+             for t in row["tools"]]     # the same request, its schemas' keys in another order
+    other = explain(tmpl, ChatRequest.from_dict({**{k: row[k] for k in ("messages", "parallel_tool_calls")},
+                                                 "tools": tools}), row["input"], fixes=False)
+    assert case_id(other) != case_id(ex)
+    tests = [pytest_test(ex, source=tmpl.source), pytest_test(ex, source=tmpl.source, expect=row["expect"])]
+    assert f"def test_{plain.replace('-', '_')}():" in tests[0]
+    assert f"def test_{expecting.replace('-', '_')}():" in tests[1]
+    (tmp_path / "test_both.py").write_text("\n\n".join(tests), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "test_both.py"], cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=300)
+    assert "1 passed, 1 xfailed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]

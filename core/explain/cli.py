@@ -19,7 +19,7 @@ _COLOURS = {"reasoning": "35", "content": "0", "tool name": "1;36", "call id": "
 def _cmd_explain(args: argparse.Namespace) -> int:
     from .explain import explain
     from .present import text_lines
-    from .reproducer import case_line, check_expected, peg_tester_snippet, pytest_test
+    from .reproducer import case_id, case_line, check_expected, peg_tester_snippet, pytest_test
 
     overrides: dict[str, Any] = {}
     for item in args.override or []:
@@ -37,18 +37,19 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     only = tuple(args.repair) if args.repair else None
     ex = explain(template, request, output, fidelity="improved" if args.improved else "llama.cpp",
                  overrides=overrides, only_repairs=only, expect=expect)
+    cid = case_id(ex, expect, template.source)    # one id for the case line and the test written from it
     if args.json:
         data = ex.to_json()
-        data["reproducer"] = {"case": json.loads(case_line(ex, expect=expect)),
-                              "pytest": pytest_test(ex, source=template.source, expect=expect),
+        data["reproducer"] = {"case": json.loads(case_line(ex, cid, expect=expect)),
+                              "pytest": pytest_test(ex, cid, source=template.source, expect=expect),
                               "peg_tester": peg_tester_snippet(ex, expect=expect)}
         print(json_visible(data, indent=2))
         return 0
     for line in text_lines(ex):
         print(line)
     if args.reproducer:
-        print("\n# cases.jsonl line\n" + case_line(ex, expect=expect))
-        print("\n# pytest\n" + pytest_test(ex, source=template.source, expect=expect))
+        print("\n# cases.jsonl line\n" + case_line(ex, cid, expect=expect))
+        print("\n# pytest\n" + pytest_test(ex, cid, source=template.source, expect=expect))
         print("# llama.cpp tests/test-chat.cpp\n" + peg_tester_snippet(ex, expect=expect))
     return 0
 

@@ -478,14 +478,15 @@ def message_of(setup: Setup, output: str) -> tuple[AssistantMessage, bool]:
 
 
 def reasoning_markers(bundle: Any) -> tuple[str, list[str]]:
-    """(reasoning start, [reasoning ends]) of the analysis or the handler, trimmed."""
+    """(reasoning start, [reasoning ends]) of the analysis or the handler, trimmed; each end once, in the handler's
+    order (a handler lists `</think>` and `</think>\n`, one marker once trimmed)."""
     rep = getattr(bundle, "report", None)
     if rep is not None and bundle.format == "peg-native":
         r = rep.analysis.reasoning
         return r.start.strip(WS), [r.end.strip(WS)] if r.end.strip(WS) else []
     p = bundle.parser
-    return (getattr(p, "thinking_start_tag", "") or "").strip(WS), \
-        [e.strip(WS) for e in getattr(p, "thinking_end_tags", []) or [] if e.strip(WS)]
+    ends = (e.strip(WS) for e in getattr(p, "thinking_end_tags", []) or [])
+    return (getattr(p, "thinking_start_tag", "") or "").strip(WS), list(dict.fromkeys(e for e in ends if e))
 
 
 def tool_stub(name: str) -> dict[str, Any]:

@@ -6,13 +6,15 @@ where call-like text starts, close what was left open — up to :data:`MAX_EDITS
 parse is clean, has calls and leaves no marker in content. The edits read as the model's mistake in one sentence
 (:func:`sentence_of`) and as a diff (:func:`diff_of`): found by construction, not guessed.
 
-Failure model: every candidate is one linear parse of the output, and the search shares a budget of parses,
-seconds and characters (:class:`_Budget`) with the fixes :mod:`core.explain.triage` ranks after it; when the budget
-runs out the search reports what it found so far (``budget_hit``), never a partial edit.
+Failure model: every candidate is one linear parse of the output, and the search shares a budget of parses and
+characters (:class:`_Budget`, work: the same on any machine) with the fixes :mod:`core.explain.triage` ranks after
+it, with a backstop of CPU seconds for hostile outputs; when the budget runs out the search reports what it found so
+far (``budget_hit``, and which bound: ``limit``), never a partial edit.
 """
 
 from __future__ import annotations
 
+import enum
 import itertools
 import json
 import re
@@ -32,7 +34,7 @@ from .renders import _rendered_call
 
 MAX_EDITS = 3
 MAX_PARSES = 40
-TIME_BUDGET = 1.2          # seconds for the nearest-output search and the fixes together
+TIME_BUDGET = 2.0          # CPU seconds for the nearest-output search and the fixes together (a backstop)
 TRIAGE_CHARS = 2 * 1024 * 1024   # characters the triage's parses may read in all (work linear in the output)
 _KEY_ALIASES = ("arguments", "parameters", "params", "args", "input")
 _JSON_CALL_START = re.compile(r'\{\s{0,40}"name"\s{0,8}:')
@@ -84,23 +86,48 @@ def _q(s: str, n: int = 40) -> str:
 # ------------------------------------------------------------------------------------------------ parsing
 
 
+class Limit(str, enum.Enum):
+    """The bound of :class:`_Budget` that stopped the triage's search."""
+
+    NONE = ""
+    PARSES = "re-parses"
+    CHARACTERS = "characters"
+    CPU = "CPU time"
+
+
+def cpu_seconds() -> float:
+    """CPU seconds this thread has spent: the clock of every explain time bound. A loaded machine stretches the
+    wall time of the same work, not its CPU time, so the work that fits — and so the answer — stays the same (the
+    app explains in a worker process, one explanation at a time, on one thread)."""
+    return time.thread_time()
+
+
 class _Budget:
+    """Re-parses and characters the search may still spend (work, so the answer is a function of the input), and
+    ``seconds`` of CPU (:func:`cpu_seconds`) as a backstop that only hostile outputs reach: a parse is not started
+    when the last one's cost (``parse_cost`` before the first) would pass it. ``limit``: the bound that stopped it."""
+
     def __init__(self, seconds: float, parses: int, parse_cost: float = 0.0, chars: int = TRIAGE_CHARS):
-        self.end = time.monotonic() + seconds
+        self.end = cpu_seconds() + seconds
         self.left = parses
         self.total = parses
         self.hit = False
+        self.limit = Limit.NONE
         self.last: float | None = None
         self.first = parse_cost
         self.chars = chars
 
     def take(self, n: int = 0) -> bool:
         """One more parse of ``n`` characters, if the parse and character budgets allow and the last parse's
-        duration still fits in time."""
-        now = time.monotonic()
+        CPU cost still fits in the backstop."""
+        now = cpu_seconds()
         est = now - self.last if self.last is not None else self.first
-        if self.left <= 0 or now + est > self.end or n > self.chars:
+        limit = (Limit.PARSES if self.left <= 0 else Limit.CHARACTERS if n > self.chars
+                 else Limit.CPU if now + est > self.end else Limit.NONE)
+        if limit != Limit.NONE:
             self.hit = True
+            if self.limit == Limit.NONE:
+                self.limit = limit
             return False
         self.last = now
         self.left -= 1

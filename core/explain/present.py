@@ -16,7 +16,7 @@ from ..chat.repairs import REPAIRS_BY_NAME
 from ..escapes import escape_invisible
 from .call_relation import relation_lines
 from .model import Explanation, FindingRole, part_of, show_invisible, visible_text
-from .nearest import MAX_PARSES, TRIAGE_CHARS
+from .nearest import MAX_PARSES, TRIAGE_CHARS, Limit
 
 ROLE_HEADS = {FindingRole.ANSWER: "cause: {cause}",
               FindingRole.AGREES: "also found (agrees with the mistake): {cause}",
@@ -66,12 +66,25 @@ def plain_paths(line: str, points: list[dict[str, Any] | None]) -> str:
     return line
 
 
-def budget_words(searched: int) -> str:
+def budget_words(searched: int, limit: str = "", calls: bool = False) -> str:
     """What the text view and the page say when the triage's search stopped at its budget (``searched``: the
-    re-parses it made): the mistake and the fixes are what it found by then, not all there is."""
-    return (f"the triage's search stopped at its budget after {searched} re-parse(s) (at most {MAX_PARSES}, "
-            f"{TRIAGE_CHARS:,} characters read in all, and explain's time limit): the mistake and the fixes are what "
-            "it found by then — explain an excerpt of the output (up to its first call) to search it fully")
+    re-parses it made; ``limit``: the bound that stopped it, :class:`~core.explain.nearest.Limit`; ``calls``: the
+    parse read a call): the mistake and the fixes are what it found by then, not all there is — and only what the
+    user can do with this output: an excerpt of a long one (up to its first call when the parse read one), the CPU
+    time setting of the command line; nothing for the re-parses, which no setting or shorter output raises."""
+    said = f"the triage's search stopped at its budget after {searched} re-parse(s)"
+    found = ": the mistake and the fixes are what it found by then"
+    excerpt = (" — explain an excerpt of the output" + (" (up to its first call)" if calls else "")
+               + " to search it further")
+    if limit == Limit.PARSES:
+        return f"{said} (the most it makes){found}"
+    if limit == Limit.CHARACTERS:
+        return f"{said} (each re-parse reads the whole output, and it reads at most {TRIAGE_CHARS:,} characters in " \
+               f"all){found}{excerpt}"
+    if limit == Limit.CPU:
+        return f"{said} (explain's CPU time limit; CTE_EXPLAIN_BUDGET_S sets it for the command line){found}{excerpt}"
+    return f"{said} (at most {MAX_PARSES}, {TRIAGE_CHARS:,} characters read in all, and explain's CPU time " \
+           f"limit){found}"
 
 
 def repair_lines(change: dict[str, Any]) -> list[str]:
@@ -244,7 +257,7 @@ def text_lines(ex: Explanation) -> list[str]:
     if ex.mistake:
         out += ["", f"mistake: {tg.mistake.value} — {show_invisible(plain_paths(tg.sentence, points))}"]
         if tg.budget_hit:
-            out.append("  (" + budget_words(tg.searched) + ")")
+            out.append("  (" + budget_words(tg.searched, tg.budget_limit, bool(ex.message.get("tool_calls"))) + ")")
         if tg.nearest:
             out += ["", f"nearest accepted output ({len(tg.nearest.edits)} edit(s)"
                     + (f"; repair {tg.nearest.repair} accepts it" if tg.nearest.repair else "") + "):"]

@@ -4,8 +4,9 @@ project, and a ``peg_tester`` snippet in the shape of llama.cpp's ``tests/test-c
 With an expected message (``--expect FILE`` on the CLI, the box on the Explain page) the pytest test asserts that
 message and is marked ``xfail(strict=True)`` with the cause: it fails until the bug is fixed, then its strict
 xfail turns the fix into a signal to remove the mark. Without one the test is a characterisation test that pins
-the message as parsed now, and says so. Case ids are unique (a hash of template, request and output). Input text
-(names, schemas, outputs) only ever appears inside string literals of the generated code, never as code."""
+the message as parsed now, and says so. Case ids are unique (:func:`case_id`: a hash of every input the reproducer is
+written from). Input text (names, schemas, outputs) only ever appears inside string literals of the generated code,
+never as code."""
 
 from __future__ import annotations
 
@@ -72,15 +73,27 @@ def check_expected(value: Any, source: str = "the expected message") -> dict[str
     return value
 
 
-def case_id(ex: Any) -> str:
-    """``explain-`` and 12 hex digits of a hash of the template name, the request and the output — and of the
-    settings when any is set (fidelity ``improved``, a repair alone, overrides, workarounds off), so the reproducer
-    of a failing parse and the one written with its fix applied do not share an id (nor a test function name)."""
+def case_id(ex: Any, expect: dict[str, Any] | None = None, source: str | None = None) -> str:
+    """``explain-`` and 12 hex digits of a hash of the template name, the request and the output — and of every
+    other input that changes the reproducer written from them, each only when it is given, so an explanation without
+    them keeps its id: the settings (fidelity ``improved``, a repair alone, overrides, workarounds off), the
+    request's key order when it is not sorted (a template renders the tools' parameters in their order), the
+    expected message and the template's text. So the reproducer of a failing parse, the one written with its fix
+    applied, the ``--expect`` reproducer and the characterisation test of the same output do not share an id (nor
+    a test function name, which in one file would shadow the other)."""
     h = hashlib.sha256()
     parts = [ex.template, json.dumps(ex.request, sort_keys=True, ensure_ascii=False), ex.output]
     settings = _settings(ex)
     if settings or ex.fidelity != "llama.cpp":
         parts.append(json.dumps({"fidelity": str(ex.fidelity), **settings}, sort_keys=True, ensure_ascii=False))
+    # (the request's own fields come in the class's order; the order inside them is the user's)
+    as_given = json.dumps(dict(sorted(ex.request.items())), ensure_ascii=False)
+    if as_given != parts[1]:
+        parts.append("request: " + as_given)
+    if expect is not None:
+        parts.append("expect: " + json.dumps(expect, ensure_ascii=False))
+    if source is not None:
+        parts.append("source: " + source)
     for part in parts:
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
@@ -90,7 +103,7 @@ def case_id(ex: Any) -> str:
 def case_line(ex: Any, case_id_: str | None = None, expect: dict[str, Any] | None = None) -> str:
     """The explanation's case as one JSON line of ``reference/cases.jsonl``; ``expect`` = the expected message
     (without one: the message the current parser gives — edit it to the message you expected)."""
-    row = {"id": case_id_ or case_id(ex), "template": ex.template, **ex.request, "input": ex.output,
+    row = {"id": case_id_ or case_id(ex, expect), "template": ex.template, **ex.request, "input": ex.output,
            "is_partial": False, "expect": expect if expect is not None else ex.message}
     return _escape_format_chars(json.dumps(row, ensure_ascii=False))
 
@@ -135,23 +148,22 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
     gets a random one, which an expected id left empty must not pin. With ``source`` (the template text) the test
     carries the template itself and runs from any directory; without it the template is read from
     ``../shared/templates`` by name."""
-    cid = case_id_ or case_id(ex)
+    cid = case_id_ or case_id(ex, expect, source)
     settings = _settings(ex)
     # untrusted text (template name, output, tools, source, cause) enters the file only as ASCII string literals
     # (core.codegen): the case as JSON text the test decodes; the function name is ASCII alnum only
     name = py_identifier("test_" + cid, prefix="test_")
     case = py_str(case_line(ex, cid, expect))
+    # the case, the settings and the template live in the function, so tests pasted into one file (the --expect
+    # reproducer beside the characterisation test of the same output) each keep their own
+    head = "import json\n\nimport pytest\n\nfrom core.chat.conformance import " \
+        + ("TemplateDir, run_case\n" if source is None else "run_case\n") \
+        + "from core.chat.roundtrip import compare_messages\n"
     if source is None:
-        head = ("import json\n\nimport pytest\n\nfrom core.chat.conformance import TemplateDir, run_case\n"
-                "from core.chat.roundtrip import compare_messages\n")
-        templates = 'TemplateDir("../shared/templates")'
+        templates = '    templates = TemplateDir("../shared/templates")\n'
     else:
-        head = ("import json\n\nimport pytest\n\nfrom core.chat.conformance import run_case\n"
-                "from core.chat.roundtrip import compare_messages\n"
-                "from core.jinja.template import ChatTemplate\n\n"
-                f"SOURCE = {py_str(source)}\n\n\nclass _Template:\n    def get(self, name):\n"
-                "        return ChatTemplate(SOURCE, name)\n")
-        templates = "_Template()"
+        head += "from core.jinja.template import ChatTemplate\n"
+        templates = f'    templates = {{case["template"]: ChatTemplate({py_str(source)}, case["template"])}}\n'
     if expect is not None and compare_messages(expect, ex.message) is None:
         # explained with the fix applied (a repair alone, an override): a strict xfail would XPASS at once
         mark = ""
@@ -166,18 +178,17 @@ def pytest_test(ex: Any, case_id_: str | None = None, source: str | None = None,
         doc = ('    """Characterisation test: no expected message was given, so this pins the message as parsed\n'
                '    now and passes while the behaviour stays as it is. Give the expected message (explain --expect\n'
                '    FILE, or the box on the Explain page) to get a reproducer that fails until the bug is fixed."""\n')
-    # the explanation's analysis settings, so the test parses as the explanation did (as JSON text, like CASE)
-    setting_line = f"SETTINGS = json.loads({py_str(json.dumps(settings, ensure_ascii=False))})\n" if settings else ""
-    setting_arg = ", **SETTINGS" if settings else ""
+    # the explanation's analysis settings, so the test parses as the explanation did (as JSON text, like the case)
+    setting_line = (f"    settings = json.loads({py_str(json.dumps(settings, ensure_ascii=False))})\n"
+                    if settings else "")
+    setting_arg = ", **settings" if settings else ""
     return f'''{head}
-CASE = json.loads({case})
-{setting_line}
 
 {mark}def {name}():
-{doc}    templates = {templates}
-    out = run_case(CASE, templates, fidelity={py_str(str(ex.fidelity))}{setting_arg})
+{doc}    case = json.loads({case})
+{setting_line}{templates}    out = run_case(case, templates, fidelity={py_str(str(ex.fidelity))}{setting_arg})
     assert "error" not in out, out.get("error")
-    why = compare_messages(CASE["expect"], out["message"])
+    why = compare_messages(case["expect"], out["message"])
     assert why is None, why
 '''
 

@@ -162,6 +162,7 @@ class Triage:
     budget_hit: bool = False
     relation: CallRelation | None = None    # when the template's rendered call pieces decided the mistake or agree
     relation_decided: bool = False          # (it decided it; else it names the class the rules named)
+    budget_limit: str = ""                  # the bound that stopped the search (:class:`~.nearest.Limit`) if one did
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (``explain --json`` key ``triage``)."""
@@ -169,7 +170,7 @@ class Triage:
                 "evidence": list(self.evidence), "nearest": self.nearest.to_json() if self.nearest else None,
                 "fixes": [f.to_json() for f in self.fixes], "no_fix": self.no_fix, "searched": self.searched,
                 "budget_hit": self.budget_hit, "relation": self.relation.to_json() if self.relation else None,
-                "relation_decided": self.relation_decided}
+                "relation_decided": self.relation_decided, "budget_limit": self.budget_limit}
 
 
 
@@ -5774,7 +5775,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     if not decided and (rel is None or rel.relation not in DECISIVE or rel.relation.value != mistake.name):
         rel = None
     return Triage(mistake, sentence, evidence, nearest, fixes, why, budget.total - budget.left, budget.hit,
-                  rel, decided and rel is not None)
+                  rel, decided and rel is not None, budget_limit=budget.limit.value)
 
 
 def _in_transformers_dialect(ex: Any, setup: _Setup, why: str, **budget: Any) -> Triage:

@@ -182,6 +182,16 @@ class _Deadline:
         if now <= self.until:
             return
         if now > self.end:
+            if self.budget is not None and self.budget.moved_on(now):
+                # a budget that counts CPU, on a starved thread: its end moved on; past the render's own end, the
+                # render's time limit decides below
+                budget, render_end = self.budget, self.wall0 + self.limits.timeout_s
+                self.cap, self.end = budget.until, min(render_end, budget.until)
+                if budget.until >= render_end:
+                    self.budget = None
+                if now <= self.end:
+                    self.until = min(self.end, now + MEMORY_CHECK_S)
+                    return
             later = None if self.budget is not None else starved_until(self.limits.timeout_s, self.wall0,
                                                                         self.cpu0, now)
             if later is not None and now < self.cap:
@@ -233,11 +243,26 @@ visitors of a public demo, :func:`explorer.state.for_visitor`)."""
 @dataclass
 class Budget:
     """Wall-clock budget of a whole analysis (every render of it). ``seconds`` given, ``until`` the
-    ``time.monotonic()`` it ends at, ``exceeded`` set once a render was stopped by it."""
+    ``time.monotonic()`` it ends at, ``exceeded`` set once a render was stopped by it. With ``cpu0`` (this thread's
+    CPU time when it started, ``wall0`` the wall time) it counts CPU: :meth:`moved_on`."""
 
     seconds: float
     until: float
     exceeded: bool = False
+    cpu0: float | None = None
+    wall0: float = 0.0
+
+    def moved_on(self, now: float) -> bool:
+        """For a budget that counts CPU, past ``until`` at ``now`` on a thread that had less CPU than the budget (a
+        loaded machine, not its own work): move ``until`` on by the CPU the thread still has, up to
+        :data:`STARVED_WALL_FACTOR` times its wall time (:func:`starved_until`), and return True."""
+        if self.cpu0 is None:
+            return False
+        later = starved_until(self.seconds, self.wall0, self.cpu0, now)
+        if later is None:
+            return False
+        self.until = later
+        return True
 
     def message(self) -> str:
         """The one-line reason naming the limit."""
@@ -246,22 +271,25 @@ class Budget:
 
     def check(self) -> None:
         """Raise :class:`RenderLimitError` (and mark ``exceeded``) if the budget is spent."""
-        if time.monotonic() > self.until:
+        now = time.monotonic()
+        if now > self.until and not self.moved_on(now):
             self.exceeded = True
             transient.hit(transient.TIME)
             raise RenderLimitError("<analysis>", self.message())
 
 
 @contextlib.contextmanager
-def analysis_budget(seconds: float | None) -> Iterator[Budget | None]:
+def analysis_budget(seconds: float | None, cpu: bool = False) -> Iterator[Budget | None]:
     """Context manager: every render on this thread inside the block ends by ``seconds`` from now (None: no
-    budget). Nested budgets keep the earlier end. Yields the :class:`Budget` (its ``exceeded`` tells whether
-    a render was stopped by it)."""
+    budget; ``cpu``: ``seconds`` of this thread's CPU time, so a loaded machine does not end it earlier —
+    :meth:`Budget.moved_on`). Nested budgets keep the earlier end. Yields the :class:`Budget` (its ``exceeded``
+    tells whether a render was stopped by it)."""
     previous = getattr(_local, "budget", None)
     if seconds is None:
         yield previous
         return
-    budget = Budget(seconds, time.monotonic() + seconds)
+    now = time.monotonic()
+    budget = Budget(seconds, now + seconds, cpu0=time.thread_time() if cpu else None, wall0=now)
     if previous is not None and previous.until < budget.until:
         budget = previous
     _local.budget = budget
@@ -471,7 +499,8 @@ def over_budget(mark: bool = True) -> bool:
     non-render work that check it between steps. ``mark``: also mark the budget exceeded, so the command ends
     with the budget error (``False``: the caller leaves optional work out instead, as explain's re-parses)."""
     b = getattr(_local, "budget", None)
-    if b is None or time.monotonic() <= b.until:
+    now = time.monotonic()
+    if b is None or now <= b.until or b.moved_on(now):
         return False
     transient.hit(transient.TIME)  # what was left out depends on the machine's load: core/transient.py
     if mark:

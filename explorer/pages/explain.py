@@ -174,11 +174,12 @@ def _expect_json() -> str:
     raw = (st.session_state.get("explain_expect") or "").strip()
     if not raw or _expect_problem():
         return ""
-    return json.dumps(json.loads(raw), sort_keys=True, ensure_ascii=False)
+    return json.dumps(json.loads(raw), ensure_ascii=False)
 
 
 only = st.session_state.get(_only_key())
-ex = state.attempt(_explain, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
+# the request in its own key order (a template renders a tool's parameters in it), as the command line reads it
+ex = state.attempt(_explain, tpl.source, tpl.name, json.dumps(request, ensure_ascii=False),
                    st.session_state.get("in_output", ""), state.fidelity(),
                    json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)),
                    _expect_json(), tuple(only) if only is not None else None)
@@ -223,7 +224,8 @@ if tg.get("mistake") not in (None, "NONE"):
     points = [ex["stop"], ex["truncated"]]
     st.markdown(f"**{md(tg['mistake_text'])}** — " + md_code(plain_paths(tg["sentence"], points)))
     if tg.get("budget_hit"):
-        st.caption(md(budget_words(tg.get("searched") or 0)))
+        st.caption(md(budget_words(tg.get("searched") or 0, tg.get("budget_limit") or "",
+                                   bool((ex.get("message") or {}).get("tool_calls")))))
     near = tg.get("nearest")
     if near:
         st.caption(md(f"Nearest accepted output: {len(near['edits'])} edit(s)"
@@ -357,7 +359,7 @@ if replay_box.open:
     with replay_box:
         state.default("in_explain_chunk", 8)
         st.number_input("characters per step", min_value=1, max_value=256, key="in_explain_chunk")
-        steps = state.attempt(_replay, tpl.source, tpl.name, json.dumps(request, sort_keys=True, ensure_ascii=False),
+        steps = state.attempt(_replay, tpl.source, tpl.name, json.dumps(request, ensure_ascii=False),
                               st.session_state.get("in_output", ""), state.fidelity(),
                               json.dumps(state.overrides_for(tpl), sort_keys=True), tuple(state.disabled_for(tpl)),
                               int(st.session_state.get("in_explain_chunk", 8)))
