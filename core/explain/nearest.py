@@ -27,7 +27,7 @@ from .model import Setup as _Setup
 from .model import WS as _WS
 from .model import stop_point as _stop_point
 from .model import visible_text as _visible
-from .model import properties_of, reasoning_markers, tool_parameters
+from .model import properties_of, reasoning_markers, required_of, tool_parameters
 from .renders import _rendered_call
 
 MAX_EDITS = 3
@@ -127,7 +127,7 @@ def _accepted_parse(setup: _Setup, text: str, budget: Any, ctx: dict[str, Any]) 
         p = _parse(setup, text)
     except Exception:  # noqa: BLE001 - no parser, no evidence
         return None
-    return p if _accepts(p, ctx["markers"]) else None
+    return p if _accepts(p, ctx) else None
 
 
 def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None, template: Any = None,
@@ -180,12 +180,37 @@ def _literals(expected: list[str]) -> list[str]:
     return out
 
 
-def _accepts(p: _Parsed, markers: list[str]) -> bool:
+def _accepts(p: _Parsed, ctx: dict[str, Any]) -> bool:
+    """Whether an edited output's parse is one explain would call clean: calls read, no marker of the format or
+    special-token-shaped text left in the content, and no call without a required argument the output writes."""
     if not p.clean or not p.message.tool_calls:
         return False
     content = p.message.content or ""
-    return not any(m and m in content for m in markers) and not _SPECIAL_SHAPE.search(content) \
-        and not re.fullmatch(r"\s*(```[\w-]{0,16}\s*)+", content)     # a fence left around nothing
+    return not any(m and m in content for m in ctx["markers"]) and not _SPECIAL_SHAPE.search(content) \
+        and not re.fullmatch(r"\s*(```[\w-]{0,16}\s*)+", content) \
+        and not _argument_left_out(p, ctx)     # (a fence left around nothing)
+
+
+def _argument_left_out(p: _Parsed, ctx: dict[str, Any]) -> bool:
+    """Whether a call of the parse lacks a required argument (the request's schema) whose name the model's output
+    writes after the call's name: the edit read the call but left that argument out (in the text, or deleted), a
+    parse explain calls suspicious. An argument the output never names is the model's omission, not the edit's."""
+    written = ctx.get("output") or p.output
+    for call in p.message.tool_calls:
+        params = ctx.get("schemas", {}).get(call.name)
+        need = required_of(params)
+        if not need:
+            continue
+        try:
+            args = json.loads(call.arguments or "{}")
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(args, dict):
+            continue
+        at = written.find(call.name)
+        if any(r not in args and _last_word(written, r, max(at, 0)) >= 0 for r in need):
+            return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------------ nearest
@@ -1221,7 +1246,9 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         r_ends = [e for e in reasoning_markers(bundle)[1] if e]
     except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
         r_ends = []
-    return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "spaced_closers": spaced,
+    schemas = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
+               if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+    return {"names": tool_names(setup.request), "schemas": schemas, "openers": openers, "closers": closers, "spaced_closers": spaced,
             "gp": getattr(bundle, "generation_prompt", "") or "",
             "r_ends": r_ends,
             "args_key": args_key,
@@ -1263,6 +1290,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
     if stop is not None and start.stop < 0 and start.message.tool_calls and 0 <= stop.output_pos < len(output):
         # calls read and text left after them: where the call route stopped is where a call-joining edit belongs
         ctx["stop_hint"] = (output, stop.output_pos, list(stop.expected))
+    ctx.setdefault("output", output)
     frontier: list[tuple[list[Edit], str, _Parsed]] = [([], output, start)]
     seen = {output}
     for _depth in range(MAX_EDITS):
@@ -1301,7 +1329,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                     q = _parse(setup, t)
                 except Exception:  # noqa: BLE001
                     continue
-                if _accepts(q, ctx["markers"]):
+                if _accepts(q, ctx):
                     return edits + group, q
                 if len(group) > 1:
                     # a wrapper taken off whole: the call inside is what the next edit works on, however far

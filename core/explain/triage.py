@@ -2686,7 +2686,7 @@ def _wrapper_layers(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[
     if budget is not None and (left is None or o in left) and budget.take(len(unwrapped)):
         try:
             p = _parse(setup, unwrapped)
-            if _accepts(p, ctx["markers"]):
+            if _accepts(p, ctx):
                 # the nearest output by construction: the wrapper's two halves deleted (in place of a search's
                 # that left the wrapper's opener in the content)
                 ctx["near"], ctx["near_replaces"] = (edits, p), left is not None
@@ -5609,6 +5609,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
     ctx["budget"], ctx["setup"], ctx["reexplain"], ctx["expect"] = budget, setup, reexplain, expect
+    ctx["output"] = ex.output
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
