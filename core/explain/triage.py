@@ -1910,8 +1910,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
             closed = _closer_written_last(setup, bundle, ex, ctx)
             if closed:
                 return Mistake.OMITTED_CLOSER, ev + [closed]
-            ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
-            return Mistake.CUT_SHORT, ev
+            if not _ends_with_whole_call(setup, bundle, ex, ctx):
+                ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
+                return Mistake.CUT_SHORT, ev
     open_json = _open_json_at_end(out, ctx["names"])
     if open_json and not msg.get("tool_calls"):
         ev.append(f"the output ends inside the call's JSON ({open_json} bracket(s) still open, nothing after the "
@@ -3685,6 +3686,20 @@ _NUMBER_FILL = "97531{}"
 _PROBE_KEY = "zqk0x"
 
 
+def _ends_with_whole_call(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> bool:
+    """Whether the output ends with the last of the template's call pieces it writes, a piece past the call's
+    opening one, and leaves no more of the render's closing pieces absent than of its opening ones: the call the
+    model wrote is whole, so where the parse ran out (in the reasoning the prompt opened, say) nothing was cut."""
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.matched or rel.foreign:
+        return False
+    order = [i for i, x in enumerate(rel.pieces) if x in rel.matched]
+    last, first = max(order), min(order)
+    if last == 0 or not ex.output.rstrip(_WS).endswith(rel.pieces[last].strip(_WS)):
+        return False
+    return len(rel.pieces) - 1 - last <= first
+
+
 def _call_relation(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> CallRelation | None:
     """The relation between the template's call markup and the output's (:mod:`core.explain.call_relation`):
     the call rendered with the tool the output names (else the request's first tool) and the argument keys of it
@@ -5111,11 +5126,14 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
     expect = ctx.get("expect")
+    rel = ctx.get("call_relation")
     calls_wanted = bool(expect.get("tool_calls")) if expect is not None else \
-        bool(near and near[1].message.tool_calls)
+        bool(near and near[1].message.tool_calls) or (rel is not None and rel.relation != Relation.NO_CALL
+                                                      and len(rel.matched) >= 2)
     if calls_wanted:
-        # the expected message (else the nearest accepted output) has calls: a change that reads none — a request
-        # setting that makes the parse clean with the call left in the content — fixes nothing
+        # the expected message (else the nearest accepted output, or the template's call pieces the output writes)
+        # has calls: a change that reads none — a request setting that makes the parse clean with the call left in
+        # the content, a parse explain calls suspicious — fixes nothing
         for f in uniq:
             if not f.message.get("tool_calls"):
                 ctx.setdefault("passed_candidates", []).append(f"{_short(f.description)} reads no call")
