@@ -246,6 +246,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                 out.append(Edit("insert", at + k, "", lit[k:]))
             else:
                 out.append(Edit("insert", at, "", lit))
+        out.extend(_literal_head_left_out(s, at, lits))
         for lit in lits[:2]:
             if tok:
                 out.append(Edit("replace", at, tok.group(0), lit))
@@ -974,6 +975,22 @@ def _tags_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[tuple[s
     return list(dict.fromkeys((m.group(1), m.group(2)) for m in _WS_TAG.finditer(render)))
 
 
+def _literal_head_left_out(s: str, at: int, lits: list[str]) -> list[Edit]:
+    """Where the parser wants a literal and the output writes all of it but its first character(s) there
+    (``function=`` for ``<function=``): the missing head put in — one insert, not the whole literal again before
+    what the model wrote of it. The tail written must be the longer part and hold a word character."""
+    out: list[Edit] = []
+    for lit in lits[:4]:
+        for i in range(1, len(lit)):
+            tail = lit[i:]
+            if len(tail) <= i or not re.search(r"\w", tail):
+                break
+            if lit[:i].strip(_WS) and s.startswith(tail, at):
+                out.append(Edit("insert", at, "", lit[:i]))
+                break
+    return out
+
+
 def _gap_in_literal(s: str, at: int, lits: list[str], marks: set[str] | frozenset[str] = frozenset()
                     ) -> list[Edit]:
     """Where the parser wants a literal of several tokens (``<|START_THINKING|><|END_THINKING|><|START_ACTION|>``)
@@ -1379,7 +1396,8 @@ def _member_insert(setup: _Setup, s: str, pos: int, budget: _Budget) -> Edit | N
 def _shift(edits: list[Edit]) -> list[Edit]:
     """Edits made one after another, as positions in the original output, listed in output order (the first
     mistake a reader meets first; edits at one position keep the order they were made in). The search's own list
-    stays in the order it applied them."""
+    stays in the order it applied them. Inserts made one after another at one position of the output are one
+    insert there (``\n`` then ``<`` where the model left out ``\n<``)."""
     out: list[Edit] = []
     for i, e in enumerate(edits):
         pos = e.pos
@@ -1387,7 +1405,13 @@ def _shift(edits: list[Edit]) -> list[Edit]:
             if prev.pos <= pos:
                 pos -= len(prev.new) - len(prev.old)
         out.append(Edit(e.kind, pos, e.old, e.new))
-    return sorted(out, key=lambda e: e.pos)
+    merged: list[Edit] = []
+    for e in sorted(out, key=lambda e: e.pos):
+        if merged and e.kind == "insert" and merged[-1].kind == "insert" and merged[-1].pos == e.pos:
+            merged[-1] = Edit("insert", e.pos, "", merged[-1].new + e.new)
+        else:
+            merged.append(e)
+    return merged
 
 
 def sentence_of(edits: list[Edit], output: str, unrendered: frozenset[int] = frozenset()) -> str:

@@ -2060,6 +2060,10 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         ctx["reasoning_override"], ctx["fault_markup"] = unfound[0], unfound[1]
         ctx["specific"] = True      # (the reasoning's markers the analysis did not find, re-parsed with them)
         empty = [c for c in _empty_comparisons(bundle) if c.startswith("R")]
+        if near:
+            # the analysis's gap leads: the nearest output's edits work inside the block it did not read as reasoning
+            ctx["headline"] = unfound[2]
+            ev = ev + ["the nearest accepted output: " + sentence_of(_shift(near[0]), out)]
         return Mistake.FORMAT_NOT_FOUND, ev + [unfound[2] + ("; comparisons that came back empty: " + "; ".join(empty)
                                                              if empty else "")]
     header = _call_header_in_reasoning(out, r_start, ctx["names"])
