@@ -1396,8 +1396,8 @@ def _member_insert(setup: _Setup, s: str, pos: int, budget: _Budget) -> Edit | N
 def _shift(edits: list[Edit]) -> list[Edit]:
     """Edits made one after another, as positions in the original output, listed in output order (the first
     mistake a reader meets first; edits at one position keep the order they were made in). The search's own list
-    stays in the order it applied them. Inserts made one after another at one position of the output are one
-    insert there (``\n`` then ``<`` where the model left out ``\n<``)."""
+    stays in the order it applied them. Whitespace put in and then more at the same position is one insert there
+    (``\n`` then ``<`` where the model left out ``\n<``); two pieces of markup stay two edits."""
     out: list[Edit] = []
     for i, e in enumerate(edits):
         pos = e.pos
@@ -1407,7 +1407,8 @@ def _shift(edits: list[Edit]) -> list[Edit]:
         out.append(Edit(e.kind, pos, e.old, e.new))
     merged: list[Edit] = []
     for e in sorted(out, key=lambda e: e.pos):
-        if merged and e.kind == "insert" and merged[-1].kind == "insert" and merged[-1].pos == e.pos:
+        if merged and e.kind == "insert" and merged[-1].kind == "insert" and merged[-1].pos == e.pos \
+                and not merged[-1].new.strip(_WS):
             merged[-1] = Edit("insert", e.pos, "", merged[-1].new + e.new)
         else:
             merged.append(e)
