@@ -4,6 +4,8 @@ development row (kept25 … kept27, kept30 … kept32) or that the collectors of
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from core.chat.request import ChatRequest
@@ -418,3 +420,107 @@ def test_with_an_expected_message_the_fix_that_gives_it_exactly_ranks_first():
                                                                    for line in text[start + 2:])
     without = explain(t, req, case["input"]).triage.fixes
     assert [f.kind.value for f in without] == ["override"]
+
+
+# -- outputs of the acceptance check of issue 26 (each the public output as cited)
+
+_LIVE_SALVAGE = ("https://github.com/minpeter/ai-sdk-tool-call-middleware/blob/20f128138cb6f9e8d22555990ccffb041941b449/"
+                 "src/__tests__/protocols/qwen3coder-protocol/parse-generated-text/live-variant-salvage.test.ts")
+_SCHEMA_TAGS = ('<tool_call>\n<function=write_file>\n<path>\nfizzbuzz.py\n</path>\n<content>\n"""doc"""\n\n'
+                'def fizzbuzz(n):\n    return str(n)\n</content>\n</function>')
+"""Qwen2.5-7B under the Qwen3-Coder prompt, SCHEMA_PROPERTY_TAGS_OUTPUT in :data:`_LIVE_SALVAGE`."""
+_BARE_NAME = ('<tool_call>write_file\n<path>fizzbuzz.py</path>\n<content>"""doc"""\n\ndef fizzbuzz(n):\n'
+              '    return str(n)\n</content>\n</write_file>')
+"""GLM-4.7 under the Qwen3-Coder prompt, BARE_NAME_OUTPUT in :data:`_LIVE_SALVAGE`."""
+
+
+def test_a_nearest_output_whose_call_drops_a_required_argument_the_model_wrote_is_not_offered():
+    """The arguments written as `<path>` / `<content>` tags: an edit that reads a `write_file` call with `{}` and
+    leaves (or deletes) the arguments is a parse explain calls suspicious (a required argument missing), so it is
+    no nearest accepted output, and no sentence says the model only forgot to close `<tool_call>`."""
+    req = _tool_request("write_file", "path", "content")
+    for out in (_SCHEMA_TAGS, _BARE_NAME):
+        _ex, tg = _explained_output("Qwen3-Coder.jinja", req, out, fidelity="improved")
+        assert tg.nearest is None
+        assert "never closed `<tool_call>`" not in " ".join([tg.sentence, *tg.evidence])
+        for f in tg.fixes:
+            assert all(c["function"]["arguments"] not in ("{}", "") for c in f.message.get("tool_calls") or [])
+
+
+_UNWRAPPED_INLINE = ("<function=write><parameter=path>/tmp/x</parameter><parameter=content>DIRECT_OK\n</parameter>"
+                     "</function>")
+"""The "Minimal reproduction" output of https://github.com/waybarrios/vllm-mlx/issues/808 (a call without its
+`<tool_call>` wrapper)."""
+
+
+def test_an_output_ending_with_the_whole_call_is_not_cut_short_and_no_fix_reads_the_call_as_text():
+    """Under a template whose prompt opens the reasoning, the output is a whole call (it ends with `</function>`):
+    the parse runs out inside the reasoning, but nothing was cut, so no "cut short" / "raise max_tokens"; and
+    `enable_thinking` false, which reads the call as content (a parse explain calls suspicious), is no fix —
+    with or without the expected message."""
+    req = _tool_request("write", "path", "content")
+    expect = {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {
+        "name": "write", "arguments": {"path": "/tmp/x", "content": "DIRECT_OK\n"}}}]}
+    for kw in ({}, {"expect": expect}):
+        ex, tg = _explained_output("ollama-qwen38_chat_template.jinja", req, _UNWRAPPED_INLINE, **kw)
+        assert ex.truncated is not None and ex.truncated.path[-1] == "reasoning"
+        assert tg.mistake != Mistake.CUT_SHORT
+        assert "max_tokens" not in " ".join([tg.sentence, *tg.evidence, *(f.description for f in tg.fixes)])
+        assert all(f.message.get("tool_calls") for f in tg.fixes)
+
+
+_MINIMAX_THINK = ('<think>\nI need to run ls command\n</think>\n\n<minimax:tool_call>\n<invoke name="shell">\n'
+                  '<parameter name="command">["ls", "-la"]</parameter>\n</invoke>\n</minimax:tool_call>')
+"""MiniMax-M2's output in test_xml of https://github.com/0xSero/minimax-m2-proxy/blob/
+afb4f3c6ef50e1dd875b4f6105737d682a9787b5/test_parser_debug.py."""
+
+
+def test_with_a_repair_switched_on_no_fix_goes_back_to_the_parse_it_repairs():
+    """The reasoning opener written again, explained with the repair that reads it switched on: the parse is
+    clean; llama.cpp fidelity keeps `<think>` in the reasoning (the parse the triage calls re-opened reasoning),
+    so "parse at llama.cpp fidelity" is not offered."""
+    req = ChatRequest.from_dict({"messages": [{"role": "user", "content": "list the files"}], "tools": [
+        {"type": "function", "function": {"name": "shell", "description": "Execute shell command", "parameters": {
+            "type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+            "required": ["command"]}}}]})
+    ex, _tg = _explained_output("MiniMax-M2.jinja", req, _MINIMAX_THINK, only_repairs=("reasoning-start-repeated",))
+    assert ex.clean and ex.message["tool_calls"][0]["function"]["name"] == "shell"
+    assert ex.message["reasoning_content"] == "I need to run ls command\n"
+    assert not [f for f in ex.fixes if f.change.get("fidelity") == "llama.cpp"]
+    ex2, tg2 = _explained_output("MiniMax-M2.jinja", req, _MINIMAX_THINK)
+    assert tg2.mistake == Mistake.REOPENED_REASONING and ex2.message["reasoning_content"].startswith("<think>")
+
+
+_MISSING_LT = ("<tool_call>function=send_message>\n<parameter=recipient>\n민석\n</parameter>\n<parameter=body>\n"
+               "안녕하세요! 오늘 회의는 3시입니다 🚀 <중요>\n</parameter>\n</function>")
+"""GLM-4.7 under the Qwen3-Coder prompt, MISSING_LT_OUTPUT in :data:`_LIVE_SALVAGE`."""
+
+
+def test_a_marker_written_without_its_first_character_is_a_short_nearest_output():
+    """`function=` written for `<function=`: the nearest output puts in the left-out `<` (at llama.cpp with the
+    line break the template writes before it, one insert of two characters, and the closer at the end), and the
+    mistake follows that first edit — not another format, not the whitespace alone."""
+    req = _tool_request("send_message", "recipient", "body")
+    want = [{"type": "function", "function": {"name": "send_message", "arguments": {
+        "recipient": "민석", "body": "안녕하세요! 오늘 회의는 3시입니다 🚀 <중요>"}}}]
+    for fidelity, edits in (("improved", [("insert", 11, "", "<")]),
+                            ("llama.cpp", [("insert", 11, "", "\n<"), ("insert", len(_MISSING_LT), "", "\n</tool_call>")])):
+        _ex, tg = _explained_output("Qwen3-Coder.jinja", req, _MISSING_LT, fidelity=fidelity)
+        assert [(e.kind, e.pos, e.old, e.new) for e in tg.nearest.edits] == edits
+        calls = tg.nearest.message["tool_calls"]
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == \
+            [(w["function"]["name"], w["function"]["arguments"]) for w in want]
+        assert tg.mistake == Mistake.OMITTED_MARKER
+        assert tg.sentence == "the model omitted `<` before `function=send_message>`"
+
+
+def test_the_reasoning_block_the_analysis_did_not_find_leads_before_the_nearest_outputs_edit():
+    """MiniMax-M1 (kept8): the call to an undeclared tool inside the `<think>` block the analysis did not find as
+    reasoning. The nearest output deletes that call block; the mistake, the analysis's missing reasoning markers,
+    leads, and the nearest output's sentence is evidence."""
+    _ex, tg = _run(_row("kept8.jsonl", "kept6-vllm-minimax-thinking-tags"))
+    assert tg.mistake == Mistake.FORMAT_NOT_FOUND
+    assert tg.sentence.startswith("the output opens with a reasoning block `<think>` … `</think>`, which the parse "
+                                  "leaves in the content: our analysis found no reasoning markers")
+    assert tg.nearest is not None and [e.kind for e in tg.nearest.edits] == ["delete"]
+    assert "the nearest accepted output: " + tg.nearest.sentence in tg.evidence

@@ -80,8 +80,11 @@ def candidate_fixes(setup: Setup, bundle: Any, tr: ParseTrace, ex: Any) -> list[
         new = m.to_openai()
         if not clean or new == cur or len(m.tool_calls) < len(tr.message.tool_calls):
             continue
-        if kind == FixKind.REQUEST and "tools" not in change["request"] and _leaks(bundle, m):
-            continue    # a reasoning setting that leaves reasoning markers in the content fixes nothing
+        if (kind == FixKind.FIDELITY or (kind == FixKind.REQUEST and "tools" not in change["request"])) \
+                and _leaks(bundle, m):
+            # a reasoning setting or the other fidelity that leaves reasoning markers in the message fixes nothing
+            # (explain calls such a parse suspicious; at llama.cpp fidelity it undoes a repair switched on)
+            continue
         fired = list(dict.fromkeys(getattr(r, "name", "") for r in m.repairs))
         if fired:
             desc += " (repaired: " + ", ".join(fired) + ")"
@@ -108,8 +111,10 @@ def offered_names(bundle: Any, ex: Any, req: Any) -> list[str]:
 
 
 def _leaks(bundle: Any, m: Any) -> bool:
+    """Whether the message keeps a reasoning marker in its content or its reasoning (a marker read as text)."""
     start, ends = reasoning_markers(bundle)
-    return any(x and x in m.content for x in [start] + ends)
+    text = (m.content or "") + (m.reasoning_content or "")
+    return any(x and x.strip(WS) and x.strip(WS) in text for x in [start] + ends)
 
 
 def _override_candidates(a: Any, st: Any, text: str, message: Any, causes: set) -> list[dict[str, str]]:

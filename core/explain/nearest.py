@@ -29,7 +29,7 @@ from .model import Setup as _Setup
 from .model import WS as _WS
 from .model import stop_point as _stop_point
 from .model import visible_text as _visible
-from .model import properties_of, reasoning_markers, tool_parameters
+from .model import properties_of, reasoning_markers, required_of, tool_parameters
 from .renders import _rendered_call
 
 MAX_EDITS = 3
@@ -154,7 +154,7 @@ def _accepted_parse(setup: _Setup, text: str, budget: Any, ctx: dict[str, Any]) 
         p = _parse(setup, text)
     except Exception:  # noqa: BLE001 - no parser, no evidence
         return None
-    return p if _accepts(p, ctx["markers"]) else None
+    return p if _accepts(p, ctx) else None
 
 
 def _parse(setup: _Setup, output: str, *, repairs: tuple[str, ...] | None = None, template: Any = None,
@@ -207,12 +207,37 @@ def _literals(expected: list[str]) -> list[str]:
     return out
 
 
-def _accepts(p: _Parsed, markers: list[str]) -> bool:
+def _accepts(p: _Parsed, ctx: dict[str, Any]) -> bool:
+    """Whether an edited output's parse is one explain would call clean: calls read, no marker of the format or
+    special-token-shaped text left in the content, and no call without a required argument the output writes."""
     if not p.clean or not p.message.tool_calls:
         return False
     content = p.message.content or ""
-    return not any(m and m in content for m in markers) and not _SPECIAL_SHAPE.search(content) \
-        and not re.fullmatch(r"\s*(```[\w-]{0,16}\s*)+", content)     # a fence left around nothing
+    return not any(m and m in content for m in ctx["markers"]) and not _SPECIAL_SHAPE.search(content) \
+        and not re.fullmatch(r"\s*(```[\w-]{0,16}\s*)+", content) \
+        and not _argument_left_out(p, ctx)     # (a fence left around nothing)
+
+
+def _argument_left_out(p: _Parsed, ctx: dict[str, Any]) -> bool:
+    """Whether a call of the parse lacks a required argument (the request's schema) whose name the model's output
+    writes after the call's name: the edit read the call but left that argument out (in the text, or deleted), a
+    parse explain calls suspicious. An argument the output never names is the model's omission, not the edit's."""
+    written = ctx.get("output") or p.output
+    for call in p.message.tool_calls:
+        params = ctx.get("schemas", {}).get(call.name)
+        need = required_of(params)
+        if not need:
+            continue
+        try:
+            args = json.loads(call.arguments or "{}")
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(args, dict):
+            continue
+        at = written.find(call.name)
+        if any(r not in args and _last_word(written, r, max(at, 0)) >= 0 for r in need):
+            return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------------ nearest
@@ -248,6 +273,7 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
                 out.append(Edit("insert", at + k, "", lit[k:]))
             else:
                 out.append(Edit("insert", at, "", lit))
+        out.extend(_literal_head_left_out(s, at, lits))
         for lit in lits[:2]:
             if tok:
                 out.append(Edit("replace", at, tok.group(0), lit))
@@ -976,6 +1002,22 @@ def _tags_as_rendered(setup: _Setup | None, ctx: dict[str, Any]) -> list[tuple[s
     return list(dict.fromkeys((m.group(1), m.group(2)) for m in _WS_TAG.finditer(render)))
 
 
+def _literal_head_left_out(s: str, at: int, lits: list[str]) -> list[Edit]:
+    """Where the parser wants a literal and the output writes all of it but its first character(s) there
+    (``function=`` for ``<function=``): the missing head put in — one insert, not the whole literal again before
+    what the model wrote of it. The tail written must be the longer part and hold a word character."""
+    out: list[Edit] = []
+    for lit in lits[:4]:
+        for i in range(1, len(lit)):
+            tail = lit[i:]
+            if len(tail) <= i or not re.search(r"\w", tail):
+                break
+            if lit[:i].strip(_WS) and s.startswith(tail, at):
+                out.append(Edit("insert", at, "", lit[:i]))
+                break
+    return out
+
+
 def _gap_in_literal(s: str, at: int, lits: list[str], marks: set[str] | frozenset[str] = frozenset()
                     ) -> list[Edit]:
     """Where the parser wants a literal of several tokens (``<|START_THINKING|><|END_THINKING|><|START_ACTION|>``)
@@ -1253,7 +1295,9 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         r_ends = [e for e in reasoning_markers(bundle)[1] if e]
     except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
         r_ends = []
-    return {"names": tool_names(setup.request), "openers": openers, "closers": closers, "spaced_closers": spaced,
+    schemas = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
+               if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+    return {"names": tool_names(setup.request), "schemas": schemas, "openers": openers, "closers": closers, "spaced_closers": spaced,
             "gp": getattr(bundle, "generation_prompt", "") or "",
             "r_ends": r_ends,
             "args_key": args_key,
@@ -1295,6 +1339,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
     if stop is not None and start.stop < 0 and start.message.tool_calls and 0 <= stop.output_pos < len(output):
         # calls read and text left after them: where the call route stopped is where a call-joining edit belongs
         ctx["stop_hint"] = (output, stop.output_pos, list(stop.expected))
+    ctx.setdefault("output", output)
     frontier: list[tuple[list[Edit], str, _Parsed]] = [([], output, start)]
     seen = {output}
     for _depth in range(MAX_EDITS):
@@ -1333,7 +1378,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                     q = _parse(setup, t)
                 except Exception:  # noqa: BLE001
                     continue
-                if _accepts(q, ctx["markers"]):
+                if _accepts(q, ctx):
                     return edits + group, q
                 if len(group) > 1:
                     # a wrapper taken off whole: the call inside is what the next edit works on, however far
@@ -1383,7 +1428,8 @@ def _member_insert(setup: _Setup, s: str, pos: int, budget: _Budget) -> Edit | N
 def _shift(edits: list[Edit]) -> list[Edit]:
     """Edits made one after another, as positions in the original output, listed in output order (the first
     mistake a reader meets first; edits at one position keep the order they were made in). The search's own list
-    stays in the order it applied them."""
+    stays in the order it applied them. Whitespace put in and then more at the same position is one insert there
+    (``\n`` then ``<`` where the model left out ``\n<``); two pieces of markup stay two edits."""
     out: list[Edit] = []
     for i, e in enumerate(edits):
         pos = e.pos
@@ -1391,7 +1437,14 @@ def _shift(edits: list[Edit]) -> list[Edit]:
             if prev.pos <= pos:
                 pos -= len(prev.new) - len(prev.old)
         out.append(Edit(e.kind, pos, e.old, e.new))
-    return sorted(out, key=lambda e: e.pos)
+    merged: list[Edit] = []
+    for e in sorted(out, key=lambda e: e.pos):
+        if merged and e.kind == "insert" and merged[-1].kind == "insert" and merged[-1].pos == e.pos \
+                and not merged[-1].new.strip(_WS):
+            merged[-1] = Edit("insert", e.pos, "", merged[-1].new + e.new)
+        else:
+            merged.append(e)
+    return merged
 
 
 def sentence_of(edits: list[Edit], output: str, unrendered: frozenset[int] = frozenset()) -> str:

@@ -2007,8 +2007,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
             closed = _closer_written_last(setup, bundle, ex, ctx)
             if closed:
                 return Mistake.OMITTED_CLOSER, ev + [closed]
-            ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
-            return Mistake.CUT_SHORT, ev
+            if not _ends_with_whole_call(setup, bundle, ex, ctx):
+                ev.append(f"the output ends inside {where or 'a call'}: nothing after that point was generated")
+                return Mistake.CUT_SHORT, ev
     open_json = _open_json_at_end(out, ctx["names"])
     if open_json and not msg.get("tool_calls"):
         ev.append(f"the output ends inside the call's JSON ({open_json} bracket(s) still open, nothing after the "
@@ -2156,6 +2157,10 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
         ctx["reasoning_override"], ctx["fault_markup"] = unfound[0], unfound[1]
         ctx["specific"] = True      # (the reasoning's markers the analysis did not find, re-parsed with them)
         empty = [c for c in _empty_comparisons(bundle) if c.startswith("R")]
+        if near:
+            # the analysis's gap leads: the nearest output's edits work inside the block it did not read as reasoning
+            ctx["headline"] = unfound[2]
+            ev = ev + ["the nearest accepted output: " + sentence_of(_shift(near[0]), out)]
         return Mistake.FORMAT_NOT_FOUND, ev + [unfound[2] + ("; comparisons that came back empty: " + "; ".join(empty)
                                                              if empty else "")]
     header = _call_header_in_reasoning(out, r_start, ctx["names"])
@@ -2774,7 +2779,7 @@ def _wrapper_layers(setup: _Setup, out: str, ctx: dict[str, Any]) -> tuple[list[
     if budget is not None and (left is None or o in left) and budget.take(len(unwrapped)):
         try:
             p = _parse(setup, unwrapped)
-            if _accepts(p, ctx["markers"]):
+            if _accepts(p, ctx):
                 # the nearest output by construction: the wrapper's two halves deleted (in place of a search's
                 # that left the wrapper's opener in the content)
                 ctx["near"], ctx["near_replaces"] = (edits, p), left is not None
@@ -3771,6 +3776,20 @@ def _learned_separator(setup: _Setup, edits: list[Edit], out: str, ctx: dict[str
 _FILL = "zqv{}x"      # an argument value no template writes, so the render can be cut at it
 _NUMBER_FILL = "97531{}"
 _PROBE_KEY = "zqk0x"
+
+
+def _ends_with_whole_call(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> bool:
+    """Whether the output ends with the last of the template's call pieces it writes, a piece past the call's
+    opening one, and leaves no more of the render's closing pieces absent than of its opening ones: the call the
+    model wrote is whole, so where the parse ran out (in the reasoning the prompt opened, say) nothing was cut."""
+    rel = _call_relation(setup, bundle, ex, ctx)
+    if rel is None or not rel.matched or rel.foreign:
+        return False
+    order = [i for i, x in enumerate(rel.pieces) if x in rel.matched]
+    last, first = max(order), min(order)
+    if last == 0 or not ex.output.rstrip(_WS).endswith(rel.pieces[last].strip(_WS)):
+        return False
+    return len(rel.pieces) - 1 - last <= first
 
 
 def _call_relation(setup: _Setup, bundle: Any, ex: Any, ctx: dict[str, Any]) -> CallRelation | None:
@@ -5231,11 +5250,14 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         # reasoning fixes nothing (llama.cpp keeps the whitespace after an empty think block; improved drops it)
         uniq = [f for f in uniq if not _same_but_edge_whitespace(f.message, cur)]
     expect = ctx.get("expect")
+    rel = ctx.get("call_relation")
     calls_wanted = bool(expect.get("tool_calls")) if expect is not None else \
-        bool(near and near[1].message.tool_calls)
+        bool(near and near[1].message.tool_calls) or (rel is not None and rel.relation != Relation.NO_CALL
+                                                      and len(rel.matched) >= 2)
     if calls_wanted:
-        # the expected message (else the nearest accepted output) has calls: a change that reads none — a request
-        # setting that makes the parse clean with the call left in the content — fixes nothing
+        # the expected message (else the nearest accepted output, or the template's call pieces the output writes)
+        # has calls: a change that reads none — a request setting that makes the parse clean with the call left in
+        # the content, a parse explain calls suspicious — fixes nothing
         for f in uniq:
             if not f.message.get("tool_calls"):
                 ctx.setdefault("passed_candidates", []).append(f"{_short(f.description)} reads no call")
@@ -5731,6 +5753,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     budget = _Budget(seconds, parses, parse_cost)
     ctx = _context(setup, bundle)
     ctx["budget"], ctx["setup"], ctx["reexplain"], ctx["expect"] = budget, setup, reexplain, expect
+    ctx["output"] = ex.output
     tools = bool(setup.request.tools)
     near = None
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
