@@ -243,7 +243,8 @@ from core.chat.request import ChatRequest
 from core.explain.explain import explain
 from core.explain.model import Setup as _Setup
 from core.explain.model import build_bundle as _build
-from core.explain.triage import MAX_EDITS, Mistake, TriageFixKind, _why_none, apply_fix, triage
+from core.explain.nearest import Edit, _context
+from core.explain.triage import MAX_EDITS, Mistake, TriageFixKind, _why_none, apply_fix, edit_mistake, triage
 from core.jinja.template import ChatTemplate
 
 from .conftest import ROOT, TEMPLATES
@@ -296,7 +297,9 @@ SCORES = {
     # cut second invoke)
     # the last rows within 3 edits: MiniMax-M1's call block inside `<think>` deleted alone, opener through closer: 7
     # (the two Step-3.5 rows parse clean with their calls: 0 edits, no search)
-    "kept8.jsonl": {"dev": (38, 37, 7, 9)},
+    # a clean parse with calls searched against the expected message: the two Step-3.5 rows' `</think>` put in at
+    # the start (nearest 7 -> 9)
+    "kept8.jsonl": {"dev": (38, 37, 9, 9)},
     # kept aside: first run (23, 25, 14, 16) (docs/explain.md "Eleventh batch"), (24, 25, 14, 16) on the eleventh
     # round's rules and repairs, neither written from it; dev since the twelfth round, whose rules were written from
     # its misses ("Twelfth round of rules"): (33, 34, 14, 16); the repairs written from kept8's misses (its real
@@ -454,7 +457,9 @@ SCORES = {
     # the nearest-output search's edit kinds: prose after the calls deleted (nearest 6 -> 7)
     # the seventeenth round: Seed-OSS's markerless text, reasoning in the expected message, the reasoning setting
     # with reasoning-end-without-start (11/10 -> 12/11)
-    "kept21.jsonl": {"dev": (12, 11, 7, 8)},
+    # a required argument the call never wrote put in as the render writes it: Step-3.5's missing `state` (nearest
+    # 7 -> 8)
+    "kept21.jsonl": {"dev": (12, 11, 8, 8)},
     # kept aside: first run at the labelled commit (docs/explain.md "Twenty-fourth batch"); the same on the triage
     # that follows the labelling guide (merged while kept aside): its two REPEATED_PROMPT_TAIL rows are named an
     # omitted marker
@@ -3232,7 +3237,13 @@ _GEMINI_ARGS = '["\\"Gemini\\" \\"latest\\" \\"release\\""]'
     # the one declared tool's name where the output names another; then the undeclared argument deleted
     ("kept7.jsonl", "kept7-sgl-kimik3-attr-unescape",
      [("replace", "a&amp;b", "python"),
-      ("delete", '<|open|>argument key="q" type="string"<|sep|>say &quot;hi&quot;<|close|>argument<|sep|>', "")]),
+      ("delete", '<|open|>argument key="q" type="string"<|sep|>say &quot;hi&quot;<|close|>argument<|sep|>', "")]),    # a required argument the call never wrote, put in empty as the render writes it; then the line break the
+    # render writes before `</parameter>` (the cause stays the labelled first fault, the omitted whitespace)
+    ("kept21.jsonl", "kept18-aphrodite-step3p5-streaming-multi-token-chunk-boundary",
+     [("insert", "", "<parameter=state>\n\n</parameter>\n"), ("insert", "", "\n")]),
+    # a clean parse with calls that is not the expected message: the reasoning the prompt opened closed at the start
+    ("kept8.jsonl", "kept6-vllm-step3p5-no-content-between", [("insert", "", "</think>")]),
+    ("kept8.jsonl", "kept6-vllm-step3p5-stream-incremental", [("insert", "", "</think>")]),
 ])
 def test_the_nearest_output_finds_the_last_rows_within_3_edits(set_name, case_id, edits):
     row = _row(set_name, case_id)
@@ -3249,6 +3260,36 @@ def test_the_nearest_output_tells_a_moved_argument_and_arguments_never_written()
     tg = _run(_row("kept26.jsonl", "kept23-ovms-devstral-call-empty-args"))[1]
     assert tg.nearest.sentence == ("the output ends where the template writes the call's arguments: the model wrote "
                                    "`</s>` (the turn's end) where the template writes `{\"arg1\":␣\"\"}`")
+
+
+def test_a_clean_parse_is_searched_only_against_an_expected_message_and_accepted_only_when_it_gives_it():
+    row = _row("kept8.jsonl", "kept6-vllm-step3p5-no-content-between")
+    ex, tg = _run(row)
+    assert ex.clean and ex.message["reasoning_content"] == "hello" and len(ex.message["tool_calls"]) == 2
+    assert tg.nearest.output.startswith("</think>hello<tool_call>")
+    assert tg.nearest.message["content"] == row["expect"]["content"] == "hello"
+    assert not tg.nearest.message.get("reasoning_content")
+    assert tg.nearest.sentence == "the model omitted `</think>` before `hello<tool_call>`"
+    assert tg.sentence.startswith("the parse files `hello` as reasoning only because the generation prompt opens it")
+    # without an expected message nothing changes: no search on a clean parse with calls
+    _ex, alone = _run_without_expect(row)
+    assert alone.nearest is None
+
+
+def test_an_inserted_required_argument_is_the_schemas_omission():
+    # llama.cpp#24807: Qwen3.6's `write` call without its required `content`; the nearest output puts it in, and the
+    # cause stays the schema's (not an omitted marker), told as the schema check tells it
+    row = next(c for c in SETS["cases.jsonl"] if c["id"] == "llamacpp-24807")
+    _ex, tg = _run(row)
+    assert [(e.kind, e.new) for e in tg.nearest.edits] == [("insert", "<parameter=content>\n\n</parameter>\n")]
+    assert tg.mistake == Mistake.MISSING_REQUIRED
+    assert tg.sentence == "`write` is called without `content`, which the request's schema lists in `required`"
+    s = _Setup(_template(row["template"]), ChatRequest.from_dict(row), "llama.cpp", {})
+    ctx = _context(s, _build(s))
+    assert edit_mistake(tg.nearest.edits[0], row["input"], ctx) == Mistake.MISSING_REQUIRED
+    # the same markup with a declared argument the output already writes is no required argument put in
+    written = Edit("insert", tg.nearest.edits[0].pos, "", "<parameter=path>\n\n</parameter>\n")
+    assert edit_mistake(written, row["input"], ctx) == Mistake.OMITTED_MARKER
 
 
 def test_a_plain_answer_is_not_within_3_edits_of_a_call():

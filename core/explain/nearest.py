@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..chat.repairs import TOLERANCE_REPAIRS
+from ..chat.roundtrip import compare_messages, expected_message
 from ..escapes import code_span
 from .model import MARKER_TOKEN as _TOKEN
 from .model import Setup as _Setup
@@ -311,6 +312,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
         undeclared = _undeclared_argument(s, at, lits, ctx)
         if undeclared:
             out.append(undeclared)
+        missing = _required_argument_missing(s, at, lits, ctx)
+        if missing:
+            out.append(missing)
         moved_arg = _argument_first(s, at, lits, ctx)
         if moved_arg:
             out.append(moved_arg)
@@ -456,6 +460,9 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             again = s.find(c, first + len(c)) if first >= 0 else -1
             if again > 0:
                 out.append(Edit("delete", again, c, ""))
+    early = _reasoning_closed_early(s, p, ctx)
+    if early:
+        out.append(early)
     if p.truncated:
         shut = _json_closing(s)
         if shut:        # a JSON body cut off: the brackets it leaves open closed, innermost first, as one edit
@@ -509,6 +516,26 @@ def _candidates(s: str, p: _Parsed, ctx: dict[str, Any]) -> list[Edit]:  # noqa:
             seen.add(k)
             uniq.append(e)
     return uniq[:8]
+
+
+def _reasoning_closed_early(s: str, p: _Parsed, ctx: dict[str, Any]) -> Edit | None:
+    """A clean parse with calls that reads reasoning where the user's expected message (``ctx["want"]``) has none:
+    the reasoning closer put in where that reasoning starts in the output (the prompt's opened reasoning closed
+    empty, the text after it the reply's content)."""
+    want = ctx.get("want")
+    if want is None or not p.clean or not p.message.tool_calls or (want.get("reasoning_content") or "").strip(_WS):
+        return None
+    said = (p.message.to_openai().get("reasoning_content") or "").strip(_WS)
+    ends = [e.strip(_WS) for e in ctx.get("r_ends", []) if e.strip(_WS)]
+    i = s.find(said[:64]) if said else -1
+    if i < 0 or not ends or ends[0] in s[:i]:
+        return None
+    return Edit("insert", i, "", ends[0])
+
+
+def gives_message(p: _Parsed, want: dict[str, Any]) -> bool:
+    """Whether the parse ``p`` gives the message ``want`` (an OpenAI message) as a regression test compares them."""
+    return compare_messages(expected_message(want, p.output), p.message.to_openai()) is None
 
 
 _TAG_OPEN = re.compile(r"<[A-Za-z_][\w:.\-]{0,40}[ \t]")     # a tag with attributes (`<parameter name="`)
@@ -693,6 +720,13 @@ def _argument_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str
     the value up to the end of the argument (``<|close|>argument<|sep|>``), read as what a render with the argument
     writes more than one without it; ``("", "")`` when the two renders do not differ so. One pair of renders per
     tool and parameter."""
+    head, _between, tail = _argument_parts(ctx, tool, prop)
+    return head, tail
+
+
+def _argument_parts(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str, str]:
+    """:func:`_argument_piece`'s two pieces with the text the render writes between the name and the value
+    (``>\n`` of ``<parameter=city>\n``); ``("", "", "")`` where it has none."""
     pieces = ctx.setdefault("argument_pieces", {})
     if (tool, prop) not in pieces:
         none = _rendered_call(ctx["setup"], tool, {})
@@ -716,8 +750,8 @@ def _argument_piece(ctx: dict[str, Any], tool: str, prop: str) -> tuple[str, str
         mid = one[k:e] if none and one and k < e else ""
         n, v = mid.find(prop), mid.find(_TAIL_FILL)
         first = _TOKEN.match(mid) or _SPECIAL_SHAPE.match(mid) or _TAG_OPEN.match(mid)
-        pieces[(tool, prop)] = (mid[:n], mid[v + len(_TAIL_FILL):]) \
-            if first and 0 < n < v and mid[v + len(_TAIL_FILL):].strip(_WS) else ("", "")
+        pieces[(tool, prop)] = (mid[:n], mid[n + len(prop):v], mid[v + len(_TAIL_FILL):]) \
+            if first and 0 < n < v and mid[v + len(_TAIL_FILL):].strip(_WS) else ("", "", "")
     return pieces[(tool, prop)]
 
 
@@ -741,6 +775,32 @@ def _undeclared_argument(s: str, at: int, lits: list[str], ctx: dict[str, Any]) 
         return None
     b = s.find(tail, at, at + 4096)
     return Edit("delete", a, s[a:b + len(tail)], "") if b >= 0 else None
+
+
+def _required_argument_missing(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> Edit | None:
+    """Where the parser wants another argument (the expected literal is the head the render writes an argument
+    with: ``<parameter=``) and the call written so far lacks a string parameter the request's schema requires,
+    whose name the output never writes in that call: the argument put in as the render writes it, empty, with the
+    whitespace the output writes before the stop after it (one insert; the schema check names the omission)."""
+    setup = ctx.get("setup")
+    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    wanted = {x.strip(_WS) for x in lits}
+    if setup is None or tool[0] < 0 or not wanted:
+        return None
+    params = tool_parameters(setup.request, tool[1])
+    props = properties_of(params)
+    written = s[:at]
+    for name in required_of(params)[:16]:
+        sch = props.get(name)
+        if not isinstance(sch, dict) or sch.get("type") != "string" \
+                or _last_word(written, name, tool[0] + len(tool[1])) >= 0:
+            continue
+        head, between, tail = _argument_parts(ctx, tool[1], name)
+        if not head.strip(_WS) or head.strip(_WS) not in wanted or s.startswith(head.strip(_WS), at):
+            continue
+        ws = re.compile(r"[ \t\r\n]{1,8}$").search(s, max(0, at - 8), at)
+        return Edit("insert", at, "", head.lstrip(_WS) + name + between + tail.rstrip(_WS) + (ws.group(0) if ws else ""))
+    return None
 
 
 _EMPTY_OF_TYPE = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
@@ -1323,10 +1383,12 @@ def _format_markers(analysis: Any, bundle: Any) -> set[str]:
 
 
 def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx: dict[str, Any],
-                   stop: Any = None) -> tuple[list[Edit], _Parsed] | None:
+                   stop: Any = None, want: dict[str, Any] | None = None) -> tuple[list[Edit], _Parsed] | None:
     """Breadth-first over edit sequences (≤ :data:`MAX_EDITS`), bounded by ``budget``: the first sequence
     whose output parses clean with calls and no marker text left in the content. ``stop``: the explanation's
-    stop point, where the search starts when the parse itself settled the output as content."""
+    stop point, where the search starts when the parse itself settled the output as content. ``want``: the
+    user's expected message (an output that already parses clean but to another message): only a parse that
+    also gives it is accepted."""
     try:
         if not budget.take(len(output)):
             return None
@@ -1340,6 +1402,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
         # calls read and text left after them: where the call route stopped is where a call-joining edit belongs
         ctx["stop_hint"] = (output, stop.output_pos, list(stop.expected))
     ctx.setdefault("output", output)
+    ctx["want"] = want
     frontier: list[tuple[list[Edit], str, _Parsed]] = [([], output, start)]
     seen = {output}
     for _depth in range(MAX_EDITS):
@@ -1378,7 +1441,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                     q = _parse(setup, t)
                 except Exception:  # noqa: BLE001
                     continue
-                if _accepts(q, ctx):
+                if _accepts(q, ctx) and (want is None or gives_message(q, want)):
                     return edits + group, q
                 if len(group) > 1:
                     # a wrapper taken off whole: the call inside is what the next edit works on, however far

@@ -44,7 +44,8 @@ from .model import build_bundle, dialect_failure, dialect_line, properties_of, r
 from .causes import tool_names
 from .model import FixKind, reasoning_markers, stop_point, tool_stub
 from .nearest import (MAX_EDITS, MAX_PARSES, TIME_BUDGET, TRIAGE_CHARS, _JSON_CALL_START, _KEY_ALIASES, _SPECIAL_SHAPE,
-                      _WS, Edit, NearestOutput, _accepted_parse, _accepts, _Budget, _context, _format_markers, _literals,
+                      _WS, Edit, NearestOutput, _accepted_parse, _accepts, _Budget, _context, _format_markers, _last_word,
+                      _literals,
                       _parse, _Parsed, _q, _quote_for_delimiter, _shift, diff_of, nearest_output, sentence_of)
 from .renders import _rendered_call, _rendered_turns, _renderers
 from .call_relation import (ALTERED_LITERAL, ALTERED_WHITESPACE, DECISIVE, MARKUP, MAX_OUTPUT, CallRelation,
@@ -1031,6 +1032,8 @@ def edit_mistake(e: Edit, out: str, ctx: dict[str, Any]) -> Mistake | None:
             return Mistake.CALL_ID_SHAPE
         if not after:
             return None
+        if _required_put_in(e, out, ctx):
+            return Mistake.MISSING_REQUIRED     # the schema's required argument the call never wrote
         if not new:
             return Mistake.OMITTED_MARKER
         if new.startswith("</"):
@@ -1064,6 +1067,19 @@ def edit_mistake(e: Edit, out: str, ctx: dict[str, Any]) -> Mistake | None:
             return Mistake.OMITTED_MARKER       # a piece replaced by another string (punctuation, one marker)
         return None     # (text with markup around it replaced: two call blocks joined, text between them)
     return None
+
+
+def _required_put_in(e: Edit, out: str, ctx: dict[str, Any]) -> bool:
+    """Whether an insert puts in an argument the request's schema requires of the tool named last before it,
+    whose name the output does not write between that tool's name and the insert (the nearest output's
+    :func:`~.nearest._required_argument_missing`): the omission is the schema's to name, not a marker's."""
+    a = max(0, e.pos - 4096)
+    tool = max(((out.rfind(n, a, e.pos), n) for n in ctx.get("names", ()) if n), default=(-1, ""))
+    if tool[0] < 0 or any(n and n in e.new for n in ctx.get("names", ())):
+        return False
+    written = out[:e.pos]
+    return any(_last_word(e.new, r, 0) >= 0 and _last_word(written, r, tool[0] + len(tool[1])) < 0
+               for r in required_of(ctx.get("schemas", {}).get(tool[1]))[:16])
 
 
 def _parallel_allowed(ctx: dict[str, Any]) -> bool:
@@ -2309,8 +2325,9 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
     mistyped = _mistyped_at_stop(setup.request, ex)
     if mistyped:
         return Mistake.TYPE_MISMATCH, ev + [mistyped]
-    # the nearest output names it
-    if near:
+    # the nearest output names it (unless it puts in a required argument the call never wrote: the schema's
+    # omission, which the stop point's reading below names)
+    if near and not any(e.kind == "insert" and _required_put_in(e, out, ctx) for e in _shift(edits)):
         nmsg = near[1].message.to_openai()
         probs = _schema_problems(setup.request, nmsg)
         one = edits[0]
@@ -2412,6 +2429,8 @@ def _rule_reading(ex: Any, setup: _Setup, bundle: Any, near: tuple[list[Edit], _
                     # (the labelling guide's step 4 before step 5: the markup's whitespace is the first fault)
                     ctx["headline"] = layout
                     return Mistake.OMITTED_MARKER, ev + [layout, "a second fault, inside the call: " + req_missing]
+                if near:
+                    ctx["headline"] = req_missing   # (not the nearest output's "omitted `<parameter=…>`")
                 return Mistake.MISSING_REQUIRED, ev + [req_missing]
         undeclared = _undeclared_at_stop(setup.request, ex)
         if undeclared:
@@ -5759,6 +5778,9 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
                       and not _SPECIAL_SHAPE.search(ex.message.get("content") or "")):
         near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop)
+    elif tools and expect is not None and not _gives_expected(ex.message, expect, ex.output):
+        # a clean parse with calls, but not the message the user expected: the nearest output that gives it
+        near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop, want=expect)
     content = ex.message.get("content") or ""
     if ex.clean and not ex.findings and ex.message.get("tool_calls") and not _SPECIAL_SHAPE.search(content) \
             and not any(m and m in content for m in ctx["markers"]) and _marker_free(ex.message, bundle) \
