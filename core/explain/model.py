@@ -567,11 +567,17 @@ def written_arguments_kind(output: str, name: str, keys: tuple[str, ...] = ARGUM
     return ""
 
 
+def tool_schemas(req: Any) -> dict[Any, Any]:
+    """Each request tool's ``parameters`` by its name (a name given twice keeps the last; the request's tools are
+    untrusted: entries that are no function are skipped)."""
+    return {t["function"].get("name"): t["function"].get("parameters") for t in req.tools or []
+            if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+
+
 def tool_parameters(req: Any, name: str) -> Any:
     """The ``parameters`` of the request's tool named ``name`` (the last one so named, as a lookup by name keeps it),
     None when no tool has that name."""
-    return {t["function"].get("name"): t["function"].get("parameters") for t in req.tools or []
-            if isinstance(t, dict) and isinstance(t.get("function"), dict)}.get(name)
+    return tool_schemas(req).get(name)
 
 
 def properties_of(params: Any) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from .model import Setup as _Setup
 from .model import WS as _WS
 from .model import stop_point as _stop_point
 from .model import visible_text as _visible
-from .model import properties_of, reasoning_markers, required_of, tool_parameters
+from .model import properties_of, reasoning_markers, required_of, tool_parameters, tool_schemas
 from .renders import _rendered_call
 
 MAX_EDITS = 3
@@ -533,9 +533,12 @@ def _reasoning_closed_early(s: str, p: _Parsed, ctx: dict[str, Any]) -> Edit | N
     return Edit("insert", i, "", ends[0])
 
 
-def gives_message(p: _Parsed, want: dict[str, Any]) -> bool:
-    """Whether the parse ``p`` gives the message ``want`` (an OpenAI message) as a regression test compares them."""
-    return compare_messages(expected_message(want, p.output), p.message.to_openai()) is None
+def gives_expected(message: dict[str, Any], expect: dict[str, Any], output: str) -> bool:
+    """Whether ``message`` (an OpenAI message parsed from ``output``) is the expected message ``expect`` as the
+    reproducer's regression test compares them (:func:`core.chat.roundtrip.compare_messages`: text fields equal after
+    outer whitespace, calls by name and JSON arguments), a call id counting only where the output writes it (an engine
+    makes up its own otherwise)."""
+    return compare_messages(expected_message(expect, output), message) is None
 
 
 _TAG_OPEN = re.compile(r"<[A-Za-z_][\w:.\-]{0,40}[ \t]")     # a tag with attributes (`<parameter name="`)
@@ -628,8 +631,7 @@ def _cut_call_tail(s: str, ctx: dict[str, Any]) -> str:
     after the value, or the output already writes any closer of that rest after the value (a value that runs on
     for another reason is not cut)."""
     setup = ctx.get("setup")
-    a = max(0, len(s) - 4096)
-    tool = max(((s.rfind(n, a), n) for n in ctx["names"] if n), default=(-1, ""))
+    tool = _tool_named_last(s, len(s), ctx["names"])
     if setup is None or tool[0] < 0:
         return ""
     params = tool_parameters(setup.request, tool[1])
@@ -677,7 +679,7 @@ def _prose_json_value(s: str, ctx: dict[str, Any], at: int = -1) -> Edit | None:
     if ctx.get("setup") is None:
         return None
     if at >= 0:
-        tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+        tool = _tool_named_last(s, at, ctx["names"])
         if tool[0] < 0:
             return None
         for prop, sch in list(properties_of(tool_parameters(ctx["setup"].request, tool[1])).items())[:64]:
@@ -761,7 +763,7 @@ def _undeclared_argument(s: str, at: int, lits: list[str], ctx: dict[str, Any]) 
     an argument (one edit)."""
     setup = ctx.get("setup")
     word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
-    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    tool = _tool_named_last(s, at, ctx["names"])
     if setup is None or not word or tool[0] < 0:
         return None
     params = tool_parameters(setup.request, tool[1])
@@ -783,7 +785,7 @@ def _required_argument_missing(s: str, at: int, lits: list[str], ctx: dict[str, 
     whose name the output never writes in that call: the argument put in as the render writes it, empty, with the
     whitespace the output writes before the stop after it (one insert; the schema check names the omission)."""
     setup = ctx.get("setup")
-    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    tool = _tool_named_last(s, at, ctx["names"])
     wanted = {x.strip(_WS) for x in lits}
     if setup is None or tool[0] < 0 or not wanted:
         return None
@@ -815,7 +817,7 @@ def _arguments_never_written(s: str, at: int, ctx: dict[str, Any]) -> Edit | Non
     rest = s[at:]
     if ctx.get("setup") is None or len(rest) > 64 or _TOKEN.sub("", rest).strip(_WS):
         return None
-    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    tool = _tool_named_last(s, at, ctx["names"])
     if tool[0] < 0:
         return None
     mark = s[tool[0] + len(tool[1]):at]
@@ -823,9 +825,8 @@ def _arguments_never_written(s: str, at: int, ctx: dict[str, Any]) -> Edit | Non
         return None
     params = tool_parameters(ctx["setup"].request, tool[1])
     props = properties_of(params)
-    req = params.get("required") if isinstance(params, dict) else None
     args = {k: _EMPTY_OF_TYPE.get((props.get(k) or {}).get("type") if isinstance(props.get(k), dict) else "", "")
-            for k in (req if isinstance(req, list) else [])[:16] if isinstance(k, str)}
+            for k in required_of(params)[:16]}
     render = _rendered_call(ctx["setup"], tool[1], args)
     i = render.find(tool[1] + mark.strip(_WS))
     v = i + len(tool[1] + mark.strip(_WS)) if i >= 0 else -1
@@ -845,7 +846,7 @@ def _argument_first(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> Ed
     moved before it (one ``move``: the arguments' order; the parser follows the schema's)."""
     setup = ctx.get("setup")
     word = re.compile(r"[A-Za-z_][\w.\-]{0,63}").match(s, at)
-    tool = max(((s.rfind(n, max(0, at - 4096), at), n) for n in ctx["names"] if n), default=(-1, ""))
+    tool = _tool_named_last(s, at, ctx["names"])
     if setup is None or not word or tool[0] < 0:
         return None
     props = properties_of(tool_parameters(setup.request, tool[1]))
@@ -867,6 +868,13 @@ def _argument_first(s: str, at: int, lits: list[str], ctx: dict[str, Any]) -> Ed
         before = s[a:w - len(sep)]
         return Edit("move", a, s[a:we + len(tail)], s[w:we + len(tail)] + sep + before)
     return None
+
+
+def _tool_named_last(s: str, at: int, names: Any) -> tuple[int, str]:
+    """``(position, name)`` of the declared tool's name written last before ``at`` in ``s``, looked for in the
+    4 KiB before it (a call's name is near its arguments); ``(-1, "")`` when none is."""
+    a = max(0, at - 4096)
+    return max(((s.rfind(n, a, at), n) for n in names if n), default=(-1, ""))
 
 
 def _last_word(s: str, word: str, start: int) -> int:
@@ -1355,8 +1363,7 @@ def _context(setup: _Setup, bundle: Any) -> dict[str, Any]:
         r_ends = [e for e in reasoning_markers(bundle)[1] if e]
     except Exception:  # noqa: BLE001 - a bundle without an analysis has no reasoning markers
         r_ends = []
-    schemas = {t["function"].get("name"): t["function"].get("parameters") for t in setup.request.tools or []
-               if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+    schemas = tool_schemas(setup.request)
     return {"names": tool_names(setup.request), "schemas": schemas, "openers": openers, "closers": closers, "spaced_closers": spaced,
             "gp": getattr(bundle, "generation_prompt", "") or "",
             "r_ends": r_ends,
@@ -1441,7 +1448,7 @@ def nearest_output(setup: _Setup, bundle: Any, output: str, budget: _Budget, ctx
                     q = _parse(setup, t)
                 except Exception:  # noqa: BLE001
                     continue
-                if _accepts(q, ctx) and (want is None or gives_message(q, want)):
+                if _accepts(q, ctx) and (want is None or gives_expected(q.message.to_openai(), want, q.output)):
                     return edits + group, q
                 if len(group) > 1:
                     # a wrapper taken off whole: the call inside is what the next edit works on, however far

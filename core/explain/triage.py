@@ -33,7 +33,6 @@ from typing import Any, Callable
 from ..chat.prompt import prepare_request, render_prompt
 from ..chat.repairs import (REPEATED_PROMPT_TAIL, REPEATED_TURN_HEADER, TAG_WHITESPACE, TEMPLATE_DEFAULT_THINKING,
                             TOLERANCE_REPAIRS, UNCLOSED_FINAL_CALL)
-from ..chat.roundtrip import compare_messages, expected_message
 from ..chat.samples import end_of_turn_candidates
 from ..escapes import code_span, escape_invisible
 from ..jinja.template import ChatTemplate, apply_template
@@ -45,8 +44,8 @@ from .causes import tool_names
 from .model import FixKind, reasoning_markers, stop_point, tool_stub
 from .nearest import (MAX_EDITS, MAX_PARSES, TIME_BUDGET, TRIAGE_CHARS, _JSON_CALL_START, _KEY_ALIASES, _SPECIAL_SHAPE,
                       _WS, Edit, NearestOutput, _accepted_parse, _accepts, _Budget, _context, _format_markers, _last_word,
-                      _literals,
-                      _parse, _Parsed, _q, _quote_for_delimiter, _shift, diff_of, nearest_output, sentence_of)
+                      _literals, _parse, _Parsed, _q, _quote_for_delimiter, _shift, _tool_named_last, diff_of,
+                      gives_expected, nearest_output, sentence_of)
 from .renders import _rendered_call, _rendered_turns, _renderers
 from .call_relation import (ALTERED_LITERAL, ALTERED_WHITESPACE, DECISIVE, MARKUP, MAX_OUTPUT, CallRelation,
                             Relation, call_pieces, relate)
@@ -804,7 +803,7 @@ def _reply_before_repaired_calls(ex: Any, setup: _Setup, bundle: Any, ctx: dict[
     if not m2.tool_calls or (m2.reasoning_content or "").strip(_WS) or text not in (m2.content or "") \
             or (p.clean and any(m in (m2.content or "") for m in own)):
         return []
-    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in m2.repairs) if n in tolerance]
+    fired = _fired(m2, tolerance)
     closers = [e.strip(_WS) for e in r_ends if e.strip(_WS) and e.strip(_WS) not in own]
     ev = [f"the parse files {_q(text)} and the call after it as reasoning only because the generation prompt opens "
           f"it with {_q(opener)} whatever the request sets; the output writes neither {_q(opener)} nor "
@@ -972,6 +971,13 @@ def _repeated_tail(ex: Any, r_start: str) -> str:
     return ""
 
 
+def _fired(message: Any, among: Any = None) -> list[str]:
+    """The names of the repairs that fired on a parsed ``message``, in the order they first fired (those ``among``
+    the given names when given)."""
+    names = dict.fromkeys(getattr(r, "name", "") for r in message.repairs)
+    return [n for n in names if n and (among is None or n in among)]
+
+
 _TAIL_REPAIRS = (REPEATED_TURN_HEADER, REPEATED_PROMPT_TAIL)
 
 
@@ -985,7 +991,7 @@ def _left_after_tail_repairs(setup: _Setup, out: str, budget: Any) -> str:
         p = _parse(setup, out, repairs=_TAIL_REPAIRS)
     except Exception:  # noqa: BLE001 - improved fidelity may not build: nothing to say
         return ""
-    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n in _TAIL_REPAIRS]
+    fired = _fired(p.message, _TAIL_REPAIRS)
     if not fired or p.clean or p.stop < 0:
         return ""
     found = stop_point(out, 0, p.stop, [], ()).found
@@ -1073,8 +1079,7 @@ def _required_put_in(e: Edit, out: str, ctx: dict[str, Any]) -> bool:
     """Whether an insert puts in an argument the request's schema requires of the tool named last before it,
     whose name the output does not write between that tool's name and the insert (the nearest output's
     :func:`~.nearest._required_argument_missing`): the omission is the schema's to name, not a marker's."""
-    a = max(0, e.pos - 4096)
-    tool = max(((out.rfind(n, a, e.pos), n) for n in ctx.get("names", ()) if n), default=(-1, ""))
+    tool = _tool_named_last(out, e.pos, ctx.get("names", ()))
     if tool[0] < 0 or any(n and n in e.new for n in ctx.get("names", ())):
         return False
     written = out[:e.pos]
@@ -3472,7 +3477,7 @@ def _unsent_tool_call(setup: _Setup, out: str, text: str
         p = _parse(setup, out, repairs=tolerance, request=req2)
         if not (p.clean and p.message.tool_calls):
             return None
-        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n in tolerance]
+        fired = _fired(p.message, tolerance)
         if not fired:
             return ({"request": change, "fidelity": "improved"}, p.message.to_openai(), 3,
                     ev + " at improved fidelity (its parser improvements read the syntax; no repair fires)")
@@ -4675,17 +4680,10 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return same_message(AssistantMessage.from_openai(a), AssistantMessage.from_openai(b))
 
 
-def _gives_expected(message: dict[str, Any], expect: dict[str, Any], output: str) -> bool:
-    """``message`` is the expected message as the reproducer's regression test compares them
-    (:func:`core.chat.roundtrip.compare_messages`: text fields equal after outer whitespace, calls by name and JSON
-    arguments), a call id counting only where the output writes it (an engine makes up its own otherwise)."""
-    return compare_messages(expected_message(expect, output), message) is None
-
-
 def _expected_rank(message: dict[str, Any], expect: dict[str, Any], output: str) -> int:
     """How closely ``message`` gives the expected message, for ranking: 0 exactly (the whitespace at the edges of its
-    content and reasoning too), 1 as :func:`_gives_expected` compares (that whitespace aside), 2 not."""
-    if not _gives_expected(message, expect, output):
+    content and reasoning too), 1 as :func:`~.nearest.gives_expected` compares (that whitespace aside), 2 not."""
+    if not gives_expected(message, expect, output):
         return 2
     return 0 if all((message.get(k) or "") == (expect.get(k) or "") for k in ("content", "reasoning_content")) else 1
 
@@ -4792,7 +4790,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
         try:
             imp = _parse(setup, ex.output, repairs=tuple(tolerance))
             used = tuple(tolerance)     # the set that made imp's message
-            fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in imp.message.repairs) if n in tolerance]
+            fired = _fired(imp.message, tolerance)
             imp_ok = ok(imp)
             if not imp_ok and not imp.message.tool_calls and fired and budget.take(len(ex.output)):
                 # a repair that fired may have taken the text the call is in (read as reasoning, say) before the
@@ -4801,8 +4799,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 again = _parse(setup, ex.output, repairs=rest)
                 if ok(again) and again.message.tool_calls:
                     imp, imp_ok, used = again, True, rest
-                    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in again.message.repairs)
-                             if n in tolerance]
+                    fired = _fired(again.message, tolerance)
             if imp_ok and not fired:
                 out.append(RankedFix(TriageFixKind.FIDELITY, "parse at improved fidelity (its parser improvements; "
                                      "no repair fires)", {"fidelity": "improved"}, imp.message.to_openai(), 3))
@@ -4862,8 +4859,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 req2 = apply_request_change(setup.request, par)
                 if budget.take(len(ex.output)):
                     both = _parse(setup, ex.output, repairs=tuple(tolerance), request=req2)
-                    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in both.message.repairs)
-                             if n in tolerance]
+                    fired = _fired(both.message, tolerance)
                     if ok(both) and fired:   # no repair fired: an improvement read it, the fidelity fix says so
                         for n in fired[:2]:
                             if not budget.take(len(ex.output)):
@@ -4982,11 +4978,11 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     _parse(setup, ex.output, request=apply_request_change(req, change["request"]))
             except Exception:  # noqa: BLE001 - a change that does not build is not offered
                 continue
-            if p.clean and _gives_expected(p.message.to_openai(), expect, ex.output):
+            if p.clean and gives_expected(p.message.to_openai(), expect, ex.output):
                 out.append(RankedFix(kind, what, change, p.message.to_openai(), 1 if kind == TriageFixKind.REQUEST
                                      else 2))
     if mistake in (Mistake.REASONING_SETTING, Mistake.REOPENED_REASONING) and "thinking_fix" not in ctx \
-            and (not out or (expect is not None and not any(_gives_expected(f.message, expect, ex.output)
+            and (not out or (expect is not None and not any(gives_expected(f.message, expect, ex.output)
                                                             for f in out))):
         # a generation prompt that opens the reasoning whatever the request sets: the template patched not to
         opener = reasoning_markers(bundle)[0].strip(_WS)
@@ -5115,8 +5111,7 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                     # two faults: the prompt opens the reasoning, and the repairs that fire read the calls' second
                     # fault (each alone first)
                     full = _parse(patched, ex.output, repairs=tuple(TOLERANCE_REPAIRS))
-                    fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in full.message.repairs)
-                             if n in TOLERANCE_REPAIRS]
+                    fired = _fired(full.message, TOLERANCE_REPAIRS)
                     if opened(full) and fired:
                         p, group = full, tuple(fired)
                         for n in fired[:2]:
@@ -5282,11 +5277,12 @@ def ranked_fixes(ex: Any, setup: _Setup, bundle: Any, mistake: Mistake, near: tu
                 ctx.setdefault("passed_candidates", []).append(f"{_short(f.description)} reads no call")
         uniq = [f for f in uniq if f.message.get("tool_calls")]
     if expect is not None:
+        rank = {id(f): _expected_rank(f.message, expect, ex.output) for f in uniq}    # (one comparison each)
         for f in uniq:
-            f.gives_expected = _gives_expected(f.message, expect, ex.output)
+            f.gives_expected = rank[id(f)] < 2
         # those that give it exactly, then those that give it but for whitespace at the edges, then the rest
         # (stable: the ranking above, by how little each changes, within each part)
-        uniq.sort(key=lambda f: _expected_rank(f.message, expect, ex.output))
+        uniq.sort(key=lambda f: rank[id(f)])
     r_marks = reasoning_markers(bundle)
     kept = [(x.strip(_WS), f) for f in ("reasoning_content", "content")
             for x in dict.fromkeys([r_marks[0], *r_marks[1], *markers]) if x and x.strip(_WS) in (cur.get(f) or "")]
@@ -5344,8 +5340,7 @@ def _affix_fix(setup: _Setup, bundle: Any, ex: Any, piece: str, budget: _Budget)
             return None
         if not fixed(p):
             continue
-        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n] \
-            if repairs is not None else []
+        fired = _fired(p.message) if repairs is not None else []
         if repairs is not None and fired and tuple(fired) != repairs:
             tries = [tuple(fired)]     # the repairs that fired, alone: the message must stay the same
             whole = p.message.to_openai()
@@ -5396,8 +5391,7 @@ def _stop_at_turn_end(setup: _Setup, ex: Any, at: int, budget: _Budget) -> Ranke
         if not (p.clean and p.message.tool_calls and _calls_of(p.message.to_openai()) == calls
                 and not _SPECIAL_SHAPE.search(content) and not content.strip(_WS)):
             continue
-        fired = [n for n in dict.fromkeys(getattr(r, "name", "") for r in p.message.repairs) if n] \
-            if repairs is not None else []
+        fired = _fired(p.message) if repairs is not None else []
         change: dict[str, Any] = {"server": "stop-after-call", "output": cut}
         if repairs is not None:
             if fired and budget.take(len(cut)):
@@ -5778,7 +5772,7 @@ def triage(ex: Any, setup: _Setup, bundle: Any, *, seconds: float = TIME_BUDGET,
     if tools and not (ex.clean and ex.message.get("tool_calls") and not ex.findings
                       and not _SPECIAL_SHAPE.search(ex.message.get("content") or "")):
         near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop)
-    elif tools and expect is not None and not _gives_expected(ex.message, expect, ex.output):
+    elif tools and expect is not None and not gives_expected(ex.message, expect, ex.output):
         # a clean parse with calls, but not the message the user expected: the nearest output that gives it
         near = nearest_output(setup, bundle, ex.output, budget, ctx, stop=ex.stop, want=expect)
     content = ex.message.get("content") or ""
