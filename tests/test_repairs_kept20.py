@@ -16,6 +16,12 @@ def _parse(case_id: str, fidelity: str = "improved", disabled=(), output: str | 
     return parse_in(CASES, case_id, fidelity, disabled, output)
 
 
+def _without(case_id: str, repair: str) -> list:
+    """The case's messages with ``repair`` switched off at ``improved`` and at ``llama.cpp`` fidelity."""
+    return [_parse(case_id, fidelity, disabled)[1]
+            for disabled, fidelity in (((repair,), "improved"), ((), "llama.cpp"))]
+
+
 # -- section-opener-whitespace (Kimi K2: a line break after <|tool_calls_section_begin|>) ----------------------------
 
 KIMI_SECTION = "<|tool_calls_section_begin|>"
@@ -44,9 +50,7 @@ def test_line_break_after_the_section_opener_is_read(case_id):
 
 @pytest.mark.parametrize("case_id", sorted(KIMI_SECTIONS))
 def test_section_opener_whitespace_is_switchable_and_not_at_llama_cpp(case_id):
-    output = CASES[case_id].output
-    for disabled, fidelity in ((("section-opener-whitespace",), "improved"), ((), "llama.cpp")):
-        _, msg = _parse(case_id, fidelity, disabled)
+    for msg in _without(case_id, "section-opener-whitespace"):
         assert not msg.tool_calls
         assert "<|tool_call_begin|>" in msg.content
         assert "section-opener-whitespace" not in [r.name for r in msg.repairs]
@@ -110,8 +114,7 @@ def test_message_closer_at_the_end_is_markup(case_id):
     assert [(r.start, r.end) for r in msg.repairs if r.name == "message-closer-at-end"] == [
         (len(output) - len("<|end|>"), len(output))]
     check_streams(parser, output, msg)
-    for disabled, fidelity in ((("message-closer-at-end",), "improved"), ((), "llama.cpp")):
-        _, other = _parse(case_id, fidelity, disabled)
+    for other in _without(case_id, "message-closer-at-end"):
         assert (other.content or "").endswith("<|end|>")
         assert "message-closer-at-end" not in [r.name for r in other.repairs]
 
@@ -140,8 +143,7 @@ def test_devstral_eos_after_the_calls_is_not_content(case_id):
     assert [(r.start, r.end) for r in msg.repairs if r.name == "trailing-eos-token"] == [
         (len(output) - len("</s>"), len(output))]
     check_streams(parser, output, msg)
-    for disabled, fidelity in ((("trailing-eos-token",), "improved"), ((), "llama.cpp")):
-        _, other = _parse(case_id, fidelity, disabled)
+    for other in _without(case_id, "trailing-eos-token"):
         assert (other.content or "").endswith("</s>")
 
 
@@ -160,8 +162,7 @@ def test_section_opener_without_its_space_is_read(case_id):
     assert [c.name for c in msg.tool_calls] == MISTRAL[case_id] and not msg.content
     assert [(r.start, r.end) for r in msg.repairs if r.name == "marker-space-omitted"] == [(0, len("[TOOL_CALLS]"))]
     check_streams(parser, output, msg)
-    for disabled, fidelity in ((("marker-space-omitted",), "improved"), ((), "llama.cpp")):
-        _, other = _parse(case_id, fidelity, disabled)
+    for other in _without(case_id, "marker-space-omitted"):
         assert not other.tool_calls and other.content.startswith("[TOOL_CALLS][")
         assert "marker-space-omitted" not in [r.name for r in other.repairs]
     # the template's own spelling reads as before, with no record
